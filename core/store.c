@@ -1,0 +1,814 @@
+/* SPDX-License-Identifier: MIT */
+#include "store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "crc32c.h"
+#include "log.h"
+
+/* Retries of -EINTR/-EAGAIN before an I/O error is reported. */
+#define STORE_RETRIES 8
+#define STORE_HDR_FIXED 56u
+#define STORE_DEFAULT_LANES 4u
+
+struct store_file {
+	uint32_t id;
+	int fd;
+	/* protected by st->files_lock */
+	int active;	   /* some lane appends to it */
+	unsigned npending; /* appends not yet committed or abandoned */
+};
+
+struct store_lane {
+	pthread_mutex_t lock;
+	struct store_file *file; /* protected by lock */
+	uint64_t tail;		 /* protected by lock */
+};
+
+struct store {
+	int data_fd; /* DATADIR/data, O_PATH|O_DIRECTORY */
+	struct store_io_ops ops;
+	uint64_t file_max;
+	int durable;
+	/* Lock order: a lane's lock before files_lock. */
+	pthread_mutex_t files_lock;
+	struct store_file **files; /* indexed by id, protected by files_lock */
+	uint32_t nfiles;	   /* capacity of files[] */
+	uint32_t next_id;	   /* protected by files_lock */
+	unsigned nlanes;
+	struct store_lane *lanes;
+	atomic_uint lane_next;
+	atomic_uint_fast64_t seq;
+	struct {
+		atomic_uint_fast64_t appends, append_bytes, reads, read_bytes;
+		atomic_uint_fast64_t frees, files_removed, short_records;
+		atomic_uint_fast64_t crc_errors, io_errors;
+	} stats;
+};
+
+/* The calling thread's lane (assigned round-robin on first append). */
+static _Thread_local unsigned store_my_lane = UINT_MAX;
+
+/* The calling thread's read buffer, freed when the thread exits. */
+struct store_rbuf {
+	void *buf;
+	size_t cap;
+};
+static pthread_key_t store_rbuf_key;
+static pthread_once_t store_rbuf_once = PTHREAD_ONCE_INIT;
+
+static void store_rbuf_free(void *p)
+{
+	struct store_rbuf *rb = p;
+
+	free(rb->buf);
+	free(rb);
+}
+
+static void store_rbuf_key_init(void)
+{
+	if (pthread_key_create(&store_rbuf_key, store_rbuf_free) != 0)
+		abort();
+}
+
+static void store_put_le32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void store_put_le64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t store_le32(const unsigned char *p)
+{
+	uint32_t v = 0;
+
+	for (int i = 3; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static uint64_t store_le64(const unsigned char *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+uint32_t store_hdr_len(uint64_t len, size_t path_len)
+{
+	uint64_t raw = STORE_HDR_FIXED + 4ull * kv_nchunks(len) + 4 + path_len;
+
+	return (uint32_t)kv_align_up(raw);
+}
+
+uint32_t store_hdr_encode(void *hdr, uint32_t type, uint64_t seq, uint64_t ino,
+			  uint64_t len, const uint32_t *crcs, const char *path,
+			  size_t path_len)
+{
+	uint32_t hdr_len = store_hdr_len(len, path_len);
+	uint32_t n = kv_nchunks(len);
+	unsigned char *p = hdr;
+
+	memset(p, 0, hdr_len);
+	memcpy(p, STORE_MAGIC, 8);
+	store_put_le32(p + 8, STORE_FORMAT_VERSION);
+	store_put_le32(p + 12, type);
+	store_put_le32(p + 16, hdr_len);
+	store_put_le64(p + 24, seq);
+	store_put_le64(p + 32, ino);
+	store_put_le64(p + 40, len);
+	store_put_le32(p + 48, KV_CHUNK_SIZE);
+	store_put_le32(p + 52, n);
+	for (uint32_t i = 0; i < n; i++)
+		store_put_le32(p + STORE_HDR_FIXED + 4 * i, crcs[i]);
+	store_put_le32(p + STORE_HDR_FIXED + 4 * n, (uint32_t)path_len);
+	memcpy(p + STORE_HDR_FIXED + 4 * n + 4, path, path_len);
+	store_put_le32(p + 20, crc32c(0, p, hdr_len));
+	return hdr_len;
+}
+
+int store_hdr_decode(const void *hdr, size_t avail, struct store_hdr *out)
+{
+	const unsigned char *p = hdr;
+	unsigned char zero[4] = {0};
+	uint32_t crc, n;
+	uint64_t need;
+
+	if (avail < STORE_HDR_FIXED || memcmp(p, STORE_MAGIC, 8) != 0 ||
+	    store_le32(p + 8) != STORE_FORMAT_VERSION)
+		return -EINVAL;
+	out->type = store_le32(p + 12);
+	out->hdr_len = store_le32(p + 16);
+	if (out->hdr_len < KV_ALIGN || out->hdr_len % KV_ALIGN != 0 ||
+	    (out->type != STORE_REC_DATA && out->type != STORE_REC_NAME))
+		return -EINVAL;
+	if (avail < out->hdr_len)
+		return -EAGAIN;
+	crc = crc32c(0, p, 20);
+	crc = crc32c(crc, zero, 4);
+	crc = crc32c(crc, p + 24, out->hdr_len - 24);
+	if (crc != store_le32(p + 20))
+		return -EINVAL;
+	out->seq = store_le64(p + 24);
+	out->ino = store_le64(p + 32);
+	out->len = store_le64(p + 40);
+	n = store_le32(p + 52);
+	if (store_le32(p + 48) != KV_CHUNK_SIZE || n != kv_nchunks(out->len))
+		return -EINVAL;
+	need = STORE_HDR_FIXED + 4ull * n + 4;
+	if (need > out->hdr_len)
+		return -EINVAL;
+	out->nchunks = n;
+	out->crcs = p + STORE_HDR_FIXED;
+	out->path_len = store_le32(p + STORE_HDR_FIXED + 4 * n);
+	if (need + out->path_len > out->hdr_len)
+		return -EINVAL;
+	out->path = (const char *)p + need;
+	return 0;
+}
+
+void store_chunk_crcs(const void *buf, uint64_t len, uint32_t *crcs)
+{
+	const unsigned char *p = buf;
+	uint32_t n = kv_nchunks(len);
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t off = (uint64_t)i * KV_CHUNK_SIZE;
+		uint64_t clen =
+			len - off < KV_CHUNK_SIZE ? len - off : KV_CHUNK_SIZE;
+
+		crcs[i] = crc32c(0, p + off, clen);
+	}
+}
+
+static void store_file_name(char *buf, size_t len, uint32_t id)
+{
+	snprintf(buf, len, "%06u.kvd", id);
+}
+
+/* Opens data file id; O_DIRECT unless the filesystem refuses it (tmpfs). */
+static int store_file_open(struct store *st, uint32_t id, int create)
+{
+	int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
+	char name[32];
+	int fd;
+
+	store_file_name(name, sizeof(name), id);
+	fd = openat(st->data_fd, name, flags | O_DIRECT, 0600);
+	if (fd < 0 && errno == EINVAL)
+		fd = openat(st->data_fd, name, flags, 0600);
+	return fd < 0 ? -errno : fd;
+}
+
+/* Makes files[id] addressable. Call with files_lock held. */
+static int store_files_reserve(struct store *st, uint32_t id)
+{
+	struct store_file **nf;
+	uint32_t ncap;
+
+	if (id < st->nfiles)
+		return 0;
+	ncap = st->nfiles ? st->nfiles : 64;
+	while (ncap <= id)
+		ncap *= 2;
+	nf = realloc(st->files, ncap * sizeof(*nf));
+	if (!nf)
+		return -ENOMEM;
+	memset(nf + st->nfiles, 0, (ncap - st->nfiles) * sizeof(*nf));
+	st->files = nf;
+	st->nfiles = ncap;
+	return 0;
+}
+
+/*
+ * The descriptor of data file id, opened on first use. -ENOENT when the file
+ * does not exist, also when it was removed behind our back while we had it
+ * open (an operator or a tool deleted it): its records are gone for good,
+ * even though the open descriptor could still read them for a while.
+ */
+static int store_file_fd(struct store *st, uint32_t id)
+{
+	struct store_file *f;
+	struct stat sb;
+	int rc, fd;
+
+	pthread_mutex_lock(&st->files_lock);
+	if (id < st->nfiles && st->files[id]) {
+		f = st->files[id];
+		if (fstat(f->fd, &sb) == 0 && sb.st_nlink == 0 && !f->active &&
+		    f->npending == 0) {
+			st->files[id] = NULL;
+			pthread_mutex_unlock(&st->files_lock);
+			log_warn("data file %06u.kvd was removed by someone "
+				 "else; its records are lost",
+				 id);
+			close(f->fd);
+			free(f);
+			return -ENOENT;
+		}
+		fd = f->fd;
+		pthread_mutex_unlock(&st->files_lock);
+		return fd;
+	}
+	rc = store_files_reserve(st, id);
+	if (rc < 0)
+		goto out_unlock;
+	rc = store_file_open(st, id, 0);
+	if (rc < 0)
+		goto out_unlock;
+	fd = rc;
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		close(fd);
+		rc = -ENOMEM;
+		goto out_unlock;
+	}
+	f->id = id;
+	f->fd = fd;
+	st->files[id] = f;
+	rc = fd;
+out_unlock:
+	pthread_mutex_unlock(&st->files_lock);
+	return rc;
+}
+
+/* Starts a new data file for lane l. Call with l->lock held. */
+static int store_lane_rotate(struct store *st, struct store_lane *l)
+{
+	struct store_file *f;
+	uint32_t id;
+	int rc, fd;
+
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	pthread_mutex_lock(&st->files_lock);
+	id = st->next_id++;
+	rc = store_files_reserve(st, id);
+	if (rc < 0)
+		goto out_free;
+	rc = store_file_open(st, id, 1);
+	if (rc < 0) {
+		log_err("cannot create data file %06u.kvd: %s", id,
+			strerror(-rc));
+		goto out_free;
+	}
+	fd = rc;
+	f->id = id;
+	f->fd = fd;
+	f->active = 1;
+	st->files[id] = f;
+	if (l->file)
+		l->file->active = 0;
+	pthread_mutex_unlock(&st->files_lock);
+	l->file = f;
+	l->tail = 0;
+	return 0;
+out_free:
+	pthread_mutex_unlock(&st->files_lock);
+	free(f);
+	return rc;
+}
+
+static int store_scan_ids(struct store *st)
+{
+	struct dirent *de;
+	DIR *d;
+	int fd;
+
+	fd = openat(st->data_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	while ((de = readdir(d)) != NULL) {
+		unsigned id;
+		int end = 0;
+
+		/* Only names we could have made: NNNNNN.kvd, digits only. */
+		if (de->d_name[0] < '0' || de->d_name[0] > '9' ||
+		    sscanf(de->d_name, "%u.kvd%n", &id, &end) != 1 ||
+		    de->d_name[end] != '\0' || id >= UINT32_MAX - 1)
+			continue;
+		if (id >= st->next_id)
+			st->next_id = id + 1;
+	}
+	closedir(d);
+	return 0;
+}
+
+int store_open(struct store **out, const char *datadir,
+	       const struct store_config *cfg, const struct store_io_ops *ops)
+{
+	struct store *st;
+	char path[PATH_MAX];
+	struct timespec ts;
+	int rc;
+
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->ops = ops ? *ops : store_io_uring;
+	st->file_max = cfg && cfg->file_max ? cfg->file_max : STORE_FILE_MAX;
+	st->durable = cfg ? cfg->durable : 0;
+	st->nlanes = cfg && cfg->nlanes ? cfg->nlanes : STORE_DEFAULT_LANES;
+	st->next_id = 1;
+	pthread_mutex_init(&st->files_lock, NULL);
+	/*
+	 * Sequence numbers only need to grow across restarts: start from the
+	 * wall clock in ns, which is past any sequence an earlier run issued
+	 * as long as that run wrote fewer records than nanoseconds elapsed.
+	 */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	atomic_init(&st->seq,
+		    (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+	st->data_fd = -1;
+	snprintf(path, sizeof(path), "%s/data", datadir);
+	if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+		rc = -errno;
+		log_err("cannot create %s: %s", path, strerror(-rc));
+		goto out_free;
+	}
+	st->data_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (st->data_fd < 0) {
+		rc = -errno;
+		log_err("cannot open %s: %s", path, strerror(-rc));
+		goto out_free;
+	}
+	rc = store_scan_ids(st);
+	if (rc < 0) {
+		log_err("cannot list %s: %s", path, strerror(-rc));
+		goto out_free;
+	}
+	st->lanes = calloc(st->nlanes, sizeof(*st->lanes));
+	if (!st->lanes) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	for (unsigned i = 0; i < st->nlanes; i++)
+		pthread_mutex_init(&st->lanes[i].lock, NULL);
+	*out = st;
+	return 0;
+out_free:
+	store_close(st);
+	return rc;
+}
+
+void store_close(struct store *st)
+{
+	if (!st)
+		return;
+	for (uint32_t i = 0; i < st->nfiles; i++) {
+		if (st->files[i]) {
+			close(st->files[i]->fd);
+			free(st->files[i]);
+		}
+	}
+	free(st->files);
+	if (st->lanes) {
+		for (unsigned i = 0; i < st->nlanes; i++)
+			pthread_mutex_destroy(&st->lanes[i].lock);
+		free(st->lanes);
+	}
+	if (st->data_fd >= 0)
+		close(st->data_fd);
+	pthread_mutex_destroy(&st->files_lock);
+	free(st);
+}
+
+/* Writes all of iov at off, looping over short writes and retrying EINTR. */
+static int store_write_all(struct store *st, int fd, struct iovec *iov,
+			   int iovcnt, uint64_t off)
+{
+	int retries = 0;
+
+	while (iovcnt > 0) {
+		ssize_t n = st->ops.pwritev(st->ops.ctx, fd, iov, iovcnt, off);
+
+		if (n == -EINTR || n == -EAGAIN) {
+			if (++retries > STORE_RETRIES)
+				return (int)n;
+			continue;
+		}
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return -EIO;
+		off += (uint64_t)n;
+		while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
+			n -= (ssize_t)iov->iov_len;
+			iov++;
+			iovcnt--;
+		}
+		if (iovcnt > 0) {
+			iov->iov_base = (char *)iov->iov_base + n;
+			iov->iov_len -= (size_t)n;
+		}
+	}
+	return 0;
+}
+
+/* Whether someone removed the data file f from the data directory. */
+static int store_file_gone(const struct store_file *f)
+{
+	struct stat sb;
+
+	if (fstat(f->fd, &sb) < 0 || sb.st_nlink > 0)
+		return 0;
+	log_warn("active data file %06u.kvd was removed by someone else; "
+		 "starting a new one",
+		 f->id);
+	return 1;
+}
+
+static struct store_lane *store_lane_of_thread(struct store *st)
+{
+	if (store_my_lane == UINT_MAX)
+		store_my_lane = atomic_fetch_add(&st->lane_next, 1);
+	return &st->lanes[store_my_lane % st->nlanes];
+}
+
+/*
+ * Reserves span bytes in the calling thread's active data file and pins the
+ * file with a pending append.
+ */
+static int store_reserve(struct store *st, uint64_t span,
+			 struct store_file **file, uint64_t *off)
+{
+	struct store_lane *l = store_lane_of_thread(st);
+	int rc = 0;
+
+	pthread_mutex_lock(&l->lock);
+	if (!l->file || (l->tail > 0 && l->tail + span > st->file_max) ||
+	    store_file_gone(l->file))
+		rc = store_lane_rotate(st, l);
+	if (rc == 0) {
+		*file = l->file;
+		*off = l->tail;
+		l->tail += span;
+		pthread_mutex_lock(&st->files_lock);
+		l->file->npending++;
+		pthread_mutex_unlock(&st->files_lock);
+	}
+	pthread_mutex_unlock(&l->lock);
+	return rc;
+}
+
+/* Gives back a failed append's space: truncate when it is the tail. */
+static void store_unreserve(struct store *st, struct store_file *f,
+			    uint64_t off, uint64_t span)
+{
+	struct store_lane *l = store_lane_of_thread(st);
+	int at_tail;
+
+	pthread_mutex_lock(&l->lock);
+	at_tail = l->file == f && l->tail == off + span;
+	if (at_tail) {
+		l->tail = off;
+		if (ftruncate(f->fd, (off_t)off) < 0)
+			at_tail = 0;
+	}
+	pthread_mutex_unlock(&l->lock);
+	if (!at_tail)
+		st->ops.punch(st->ops.ctx, f->fd, off, span);
+	store_append_done(st, f->id);
+}
+
+static int store_append_rec(struct store *st, uint32_t type, uint64_t ino,
+			    const char *path, const void *buf, uint64_t len,
+			    uint32_t *crcs, struct kv_extent *ext)
+{
+	size_t path_len = strlen(path);
+	uint32_t hdr_len = store_hdr_len(len, path_len);
+	struct store_file *f;
+	struct iovec iov[2];
+	uint64_t off, span;
+	void *hdr;
+	int rc;
+
+	if (path_len > STORE_PATH_MAX)
+		return -ENAMETOOLONG;
+	if (posix_memalign(&hdr, KV_ALIGN, hdr_len) != 0)
+		return -ENOMEM;
+	if (len)
+		store_chunk_crcs(buf, len, crcs);
+	store_hdr_encode(hdr, type, atomic_fetch_add(&st->seq, 1), ino, len,
+			 crcs, path, path_len);
+	span = hdr_len + kv_align_up(len);
+	rc = store_reserve(st, span, &f, &off);
+	if (rc < 0)
+		goto out_free;
+	iov[0] = (struct iovec){.iov_base = hdr, .iov_len = hdr_len};
+	iov[1] = (struct iovec){.iov_base = (void *)buf,
+				.iov_len = kv_align_up(len)};
+	rc = store_write_all(st, f->fd, iov, len ? 2 : 1, off);
+	if (rc == 0 && st->durable)
+		rc = st->ops.sync(st->ops.ctx, f->fd);
+	if (rc < 0) {
+		if (rc != -ENOSPC)
+			atomic_fetch_add(&st->stats.io_errors, 1);
+		log_warn("append to %06u.kvd at %llu failed: %s", f->id,
+			 (unsigned long long)off, strerror(-rc));
+		store_unreserve(st, f, off, span);
+		goto out_free;
+	}
+	*ext = (struct kv_extent){
+		.file_id = f->id, .hdr_len = hdr_len, .off = off, .len = len};
+	atomic_fetch_add(&st->stats.appends, 1);
+	atomic_fetch_add(&st->stats.append_bytes, span);
+out_free:
+	free(hdr);
+	return rc;
+}
+
+int store_append(struct store *st, uint64_t ino, const char *path,
+		 const void *buf, uint64_t len, uint32_t *crcs,
+		 struct kv_extent *ext)
+{
+	return store_append_rec(st, STORE_REC_DATA, ino, path, buf, len, crcs,
+				ext);
+}
+
+int store_append_name(struct store *st, uint64_t ino, const char *path)
+{
+	struct kv_extent ext;
+	int rc;
+
+	rc = store_append_rec(st, STORE_REC_NAME, ino, path, NULL, 0, NULL,
+			      &ext);
+	if (rc == 0)
+		store_append_done(st, ext.file_id);
+	return rc;
+}
+
+void store_append_done(struct store *st, uint32_t file_id)
+{
+	pthread_mutex_lock(&st->files_lock);
+	if (file_id < st->nfiles && st->files[file_id] &&
+	    st->files[file_id]->npending > 0)
+		st->files[file_id]->npending--;
+	pthread_mutex_unlock(&st->files_lock);
+}
+
+/* The calling thread's read buffer, at least len bytes, KV_ALIGN-aligned. */
+static void *store_rbuf_get(size_t len)
+{
+	struct store_rbuf *rb;
+
+	pthread_once(&store_rbuf_once, store_rbuf_key_init);
+	rb = pthread_getspecific(store_rbuf_key);
+	if (!rb) {
+		rb = calloc(1, sizeof(*rb));
+		if (!rb)
+			return NULL;
+		if (pthread_setspecific(store_rbuf_key, rb) != 0) {
+			free(rb);
+			return NULL;
+		}
+	}
+	if (rb->cap < len) {
+		void *p;
+		size_t cap = len < (1u << 20) + 2 * KV_CHUNK_SIZE
+				     ? (1u << 20) + 2 * KV_CHUNK_SIZE
+				     : len;
+
+		if (posix_memalign(&p, KV_ALIGN, cap) != 0)
+			return NULL;
+		free(rb->buf);
+		rb->buf = p;
+		rb->cap = cap;
+	}
+	return rb->buf;
+}
+
+/* Reads len bytes at off; -ENODATA when the file ends before them. */
+static int store_read_all(struct store *st, int fd, char *buf, size_t len,
+			  uint64_t off)
+{
+	uint64_t fsize;
+	int retries = 0;
+	int rc;
+
+	while (len > 0) {
+		struct iovec iov = {.iov_base = buf, .iov_len = len};
+		ssize_t n = st->ops.preadv(st->ops.ctx, fd, &iov, 1, off);
+
+		if (n == -EINTR || n == -EAGAIN) {
+			if (++retries > STORE_RETRIES)
+				return (int)n;
+			continue;
+		}
+		if (n < 0)
+			return (int)n;
+		if (n == 0) {
+			/* EOF inside the record: prove it with the size. */
+			rc = st->ops.size(st->ops.ctx, fd, &fsize);
+			if (rc < 0)
+				return rc;
+			return fsize <= off ? -ENODATA : -EIO;
+		}
+		buf += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+int store_read(struct store *st, const struct kv_extent *ext,
+	       const uint32_t *crcs, uint64_t off, size_t len,
+	       const void **data, size_t *n)
+{
+	uint64_t end, rstart, rend, base;
+	char *buf;
+	int fd, rc;
+
+	*n = 0;
+	if (off >= ext->len || len == 0)
+		return 0;
+	end = len < ext->len - off ? off + len : ext->len;
+	rstart = off;
+	rend = end;
+	if (crcs) {
+		rstart = off / KV_CHUNK_SIZE * KV_CHUNK_SIZE;
+		rend = (end + KV_CHUNK_SIZE - 1) / KV_CHUNK_SIZE *
+		       KV_CHUNK_SIZE;
+		if (rend > ext->len)
+			rend = ext->len;
+	}
+	rstart &= ~(uint64_t)(KV_ALIGN - 1);
+	rend = kv_align_up(rend);
+	buf = store_rbuf_get(rend - rstart);
+	if (!buf)
+		return -ENOMEM;
+	fd = store_file_fd(st, ext->file_id);
+	if (fd == -ENOENT) {
+		rc = -ENODATA;
+		goto out_err;
+	}
+	if (fd < 0) {
+		rc = fd;
+		goto out_err;
+	}
+	base = ext->off + ext->hdr_len;
+	rc = store_read_all(st, fd, buf, rend - rstart, base + rstart);
+	if (rc < 0)
+		goto out_err;
+	if (crcs) {
+		uint32_t c0 = (uint32_t)(off / KV_CHUNK_SIZE);
+		uint32_t c1 = (uint32_t)((end - 1) / KV_CHUNK_SIZE);
+
+		for (uint32_t c = c0; c <= c1; c++) {
+			uint64_t cs = (uint64_t)c * KV_CHUNK_SIZE;
+			uint64_t clen = ext->len - cs < KV_CHUNK_SIZE
+						? ext->len - cs
+						: KV_CHUNK_SIZE;
+
+			if (crc32c(0, buf + (cs - rstart), clen) != crcs[c]) {
+				rc = -EBADMSG;
+				goto out_err;
+			}
+		}
+	}
+	*data = buf + (off - rstart);
+	*n = end - off;
+	atomic_fetch_add(&st->stats.reads, 1);
+	atomic_fetch_add(&st->stats.read_bytes, *n);
+	return 0;
+out_err:
+	if (rc == -ENODATA)
+		atomic_fetch_add(&st->stats.short_records, 1);
+	else if (rc == -EBADMSG)
+		atomic_fetch_add(&st->stats.crc_errors, 1);
+	else
+		atomic_fetch_add(&st->stats.io_errors, 1);
+	return rc;
+}
+
+int store_free(struct store *st, const struct kv_extent *ext,
+	       uint64_t file_refs)
+{
+	struct store_file *f = NULL;
+	char name[32];
+	int fd, rc;
+
+	if (ext->file_id == 0)
+		return 0;
+	fd = store_file_fd(st, ext->file_id);
+	if (fd < 0)
+		return fd == -ENOENT ? 0 : fd;
+	rc = st->ops.punch(st->ops.ctx, fd, ext->off, kv_extent_span(ext));
+	if (rc < 0 && rc != -EOPNOTSUPP)
+		log_warn("cannot punch %06u.kvd at %llu: %s", ext->file_id,
+			 (unsigned long long)ext->off, strerror(-rc));
+	atomic_fetch_add(&st->stats.frees, 1);
+	if (file_refs > 0)
+		return 0;
+	pthread_mutex_lock(&st->files_lock);
+	f = st->files[ext->file_id];
+	if (f && !f->active && f->npending == 0) {
+		st->files[ext->file_id] = NULL;
+		store_file_name(name, sizeof(name), f->id);
+		if (unlinkat(st->data_fd, name, 0) == 0)
+			atomic_fetch_add(&st->stats.files_removed, 1);
+	} else {
+		f = NULL;
+	}
+	pthread_mutex_unlock(&st->files_lock);
+	if (f) {
+		close(f->fd);
+		free(f);
+	}
+	return 0;
+}
+
+int store_sync(struct store *st)
+{
+	int rc = 0;
+
+	for (unsigned i = 0; i < st->nlanes; i++) {
+		struct store_lane *l = &st->lanes[i];
+		int r = 0;
+
+		pthread_mutex_lock(&l->lock);
+		if (l->file)
+			r = st->ops.sync(st->ops.ctx, l->file->fd);
+		pthread_mutex_unlock(&l->lock);
+		if (r < 0 && rc == 0)
+			rc = r;
+	}
+	return rc;
+}
+
+void store_get_stats(struct store *st, struct store_stats *out)
+{
+	out->appends = atomic_load(&st->stats.appends);
+	out->append_bytes = atomic_load(&st->stats.append_bytes);
+	out->reads = atomic_load(&st->stats.reads);
+	out->read_bytes = atomic_load(&st->stats.read_bytes);
+	out->frees = atomic_load(&st->stats.frees);
+	out->files_removed = atomic_load(&st->stats.files_removed);
+	out->short_records = atomic_load(&st->stats.short_records);
+	out->crc_errors = atomic_load(&st->stats.crc_errors);
+	out->io_errors = atomic_load(&st->stats.io_errors);
+}

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The block store: append-only data files under DATADIR/data/ holding one
+ * record per stored file version. A record is a self-describing header
+ * (store_hdr_len() bytes, a multiple of KV_ALIGN) followed by the payload
+ * padded with zeros to KV_ALIGN, so payloads can be read with O_DIRECT.
+ *
+ * Header layout (little-endian):
+ *   0  magic "KVFSREC1"       8 bytes
+ *   8  format version  u32    STORE_FORMAT_VERSION
+ *  12  record type     u32    STORE_REC_DATA or STORE_REC_NAME
+ *  16  header length   u32    multiple of KV_ALIGN
+ *  20  header CRC32C   u32    over the whole header with this field zero
+ *  24  sequence        u64    grows with every record written
+ *  32  inode           u64
+ *  40  payload length  u64    0 for a name record
+ *  48  chunk size      u32    KV_CHUNK_SIZE
+ *  52  chunk count     u32    n
+ *  56  n x u32                CRC32C of each payload chunk
+ *  56+4n path length   u32    then the path within the mount, no NUL
+ *
+ * Each writer thread appends to its own active data file (a lane), so
+ * concurrent stores never share a tail. What the store does not know: which
+ * records are live (the index does), open files, FUSE.
+ *
+ * Threads: every function may be called from any thread. Reads and appends
+ * do not block each other; a lane's lock covers only the offset reservation.
+ */
+#ifndef KVFS_STORE_H
+#define KVFS_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvtypes.h"
+#include "store_io.h"
+
+#define STORE_MAGIC "KVFSREC1"
+#define STORE_FORMAT_VERSION 1u
+#define STORE_REC_DATA 1u
+#define STORE_REC_NAME 2u
+/* Longest path a header records (PATH_MAX). */
+#define STORE_PATH_MAX 4096u
+/* A data file is closed for appends once it reaches this size. */
+#define STORE_FILE_MAX (1ull << 30)
+
+struct store;
+
+struct store_config {
+	unsigned nlanes; /* active data files, one per writer thread in turn */
+	uint64_t file_max; /* rotate a data file past this size; 0: default */
+	int durable; /* fdatasync each record before store_append returns */
+};
+
+/* A decoded header (store_hdr_decode). crcs points into the header buffer. */
+struct store_hdr {
+	uint32_t type;
+	uint32_t hdr_len;
+	uint64_t seq;
+	uint64_t ino;
+	uint64_t len;
+	uint32_t nchunks;
+	const unsigned char *crcs; /* nchunks little-endian u32 values */
+	uint32_t path_len;
+	const char *path; /* path_len bytes, not NUL-terminated */
+};
+
+/*
+ * Opens the store in datadir (creating datadir/data/). ops NULL means
+ * io_uring. New data files are numbered after the highest existing one.
+ * Caller frees with store_close().
+ */
+int store_open(struct store **out, const char *datadir,
+	       const struct store_config *cfg, const struct store_io_ops *ops);
+void store_close(struct store *st);
+
+/* Header bytes a record for this payload and path needs. */
+uint32_t store_hdr_len(uint64_t len, size_t path_len);
+
+/*
+ * Encodes a header into hdr (hdr_len bytes, zeroed first) for a payload of
+ * len bytes whose chunk CRCs are crcs. Returns hdr_len.
+ */
+uint32_t store_hdr_encode(void *hdr, uint32_t type, uint64_t seq, uint64_t ino,
+			  uint64_t len, const uint32_t *crcs, const char *path,
+			  size_t path_len);
+/*
+ * Checks and decodes a header read from disk (avail bytes at hdr). Returns
+ * 0; -EINVAL when the magic, version, lengths or header CRC are wrong;
+ * -EAGAIN when avail is shorter than the header says (read more).
+ */
+int store_hdr_decode(const void *hdr, size_t avail, struct store_hdr *out);
+
+/* CRC32C of each KV_CHUNK_SIZE chunk of buf (kv_nchunks(len) values). */
+void store_chunk_crcs(const void *buf, uint64_t len, uint32_t *crcs);
+
+/*
+ * Appends a data record for inode ino at path (borrowed) whose payload is
+ * the len bytes at buf. buf must be KV_ALIGN-aligned and hold
+ * kv_align_up(len) bytes, the tail past len zeroed by the caller. crcs
+ * receives kv_nchunks(len) values. On success *ext says where the record is;
+ * the caller then commits it to the index and calls store_append_done().
+ * Errors: -ENOSPC, -EIO, ... from the data file; nothing is left half
+ * visible (a failed append's space is punched out).
+ */
+int store_append(struct store *st, uint64_t ino, const char *path,
+		 const void *buf, uint64_t len, uint32_t *crcs,
+		 struct kv_extent *ext);
+/* Appends a name record: ino is now called path. */
+int store_append_name(struct store *st, uint64_t ino, const char *path);
+/* The append of a record in file_id is committed or abandoned. */
+void store_append_done(struct store *st, uint32_t file_id);
+
+/*
+ * Reads payload bytes [off, off + len) of the record at ext (clipped to its
+ * length) and checks the CRC of every chunk they touch against crcs (may be
+ * NULL to skip the check). *data points at the bytes in a buffer owned by
+ * the calling thread, valid until its next store_read(); *n is their
+ * count, never short of the clipped length.
+ * Errors: -ENODATA when the record is provably short (its data file is gone
+ * or ends before the record does); -EBADMSG on a CRC mismatch; -EIO or
+ * another -errno on an I/O error (after bounded retries of -EINTR and
+ * -EAGAIN); -ENOMEM.
+ */
+int store_read(struct store *st, const struct kv_extent *ext,
+	       const uint32_t *crcs, uint64_t off, size_t len,
+	       const void **data, size_t *n);
+
+/*
+ * Frees the record at ext: punches a hole over it. When file_refs is 0 (the
+ * index holds no record in that file) and the file is not being appended to,
+ * the data file is removed.
+ */
+int store_free(struct store *st, const struct kv_extent *ext,
+	       uint64_t file_refs);
+
+/* Makes every appended record durable (fdatasync of the active files). */
+int store_sync(struct store *st);
+
+struct store_stats {
+	uint64_t appends;
+	uint64_t append_bytes;
+	uint64_t reads;
+	uint64_t read_bytes;
+	uint64_t frees;
+	uint64_t files_removed;
+	uint64_t short_records; /* -ENODATA outcomes */
+	uint64_t crc_errors;
+	uint64_t io_errors;
+};
+void store_get_stats(struct store *st, struct store_stats *out);
+
+#endif

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+#include "store_io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define STORE_IO_RING_DEPTH 8
+
+struct store_io_ring {
+	struct io_uring ring;
+};
+
+static pthread_key_t store_io_key;
+static pthread_once_t store_io_once = PTHREAD_ONCE_INIT;
+
+static void store_io_ring_free(void *p)
+{
+	struct store_io_ring *r = p;
+
+	io_uring_queue_exit(&r->ring);
+	free(r);
+}
+
+static void store_io_key_init(void)
+{
+	if (pthread_key_create(&store_io_key, store_io_ring_free) != 0)
+		abort();
+}
+
+/* The calling thread's ring, set up on first use. */
+static int store_io_ring_get(struct io_uring **out)
+{
+	struct store_io_ring *r;
+	int rc;
+
+	pthread_once(&store_io_once, store_io_key_init);
+	r = pthread_getspecific(store_io_key);
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		rc = io_uring_queue_init(STORE_IO_RING_DEPTH, &r->ring, 0);
+		if (rc < 0) {
+			free(r);
+			return rc;
+		}
+		rc = pthread_setspecific(store_io_key, r);
+		if (rc != 0) {
+			store_io_ring_free(r);
+			return -rc;
+		}
+	}
+	*out = &r->ring;
+	return 0;
+}
+
+/* Submits the prepared SQE and waits for its completion's result. */
+static ssize_t store_io_submit_wait(struct io_uring *ring)
+{
+	struct io_uring_cqe *cqe;
+	ssize_t res;
+	int rc;
+
+	rc = io_uring_submit_and_wait(ring, 1);
+	if (rc < 0)
+		return rc;
+	rc = io_uring_wait_cqe(ring, &cqe);
+	if (rc < 0)
+		return rc;
+	res = cqe->res;
+	io_uring_cqe_seen(ring, cqe);
+	return res;
+}
+
+static ssize_t store_io_rw(int fd, const struct iovec *iov, int iovcnt,
+			   uint64_t off, int write)
+{
+	struct io_uring_sqe *sqe;
+	struct io_uring *ring;
+	int rc;
+
+	rc = store_io_ring_get(&ring);
+	if (rc < 0)
+		return rc;
+	sqe = io_uring_get_sqe(ring);
+	if (!sqe)
+		return -EAGAIN;
+	if (write)
+		io_uring_prep_writev(sqe, fd, iov, (unsigned)iovcnt, off);
+	else
+		io_uring_prep_readv(sqe, fd, iov, (unsigned)iovcnt, off);
+	return store_io_submit_wait(ring);
+}
+
+static ssize_t store_io_preadv(void *ctx, int fd, const struct iovec *iov,
+			       int iovcnt, uint64_t off)
+{
+	return store_io_rw(fd, iov, iovcnt, off, 0);
+}
+
+static ssize_t store_io_pwritev(void *ctx, int fd, const struct iovec *iov,
+				int iovcnt, uint64_t off)
+{
+	return store_io_rw(fd, iov, iovcnt, off, 1);
+}
+
+static int store_io_punch(void *ctx, int fd, uint64_t off, uint64_t len)
+{
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)off, (off_t)len) < 0)
+		return -errno;
+	return 0;
+}
+
+static int store_io_size(void *ctx, int fd, uint64_t *size)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+static int store_io_sync(void *ctx, int fd)
+{
+	struct io_uring_sqe *sqe;
+	struct io_uring *ring;
+	int rc;
+
+	rc = store_io_ring_get(&ring);
+	if (rc < 0)
+		return rc;
+	sqe = io_uring_get_sqe(ring);
+	if (!sqe)
+		return -EAGAIN;
+	io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+	return (int)store_io_submit_wait(ring);
+}
+
+const struct store_io_ops store_io_uring = {
+	.preadv = store_io_preadv,
+	.pwritev = store_io_pwritev,
+	.punch = store_io_punch,
+	.size = store_io_size,
+	.sync = store_io_sync,
+};
+
+int store_io_probe(void)
+{
+	struct io_uring *ring;
+
+	return store_io_ring_get(&ring);
+}

@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Read-only control files under MOUNTPOINT/.kvfs/: "stats" (Prometheus text
+ * exposition format), "status" (JSON) and "version". They live outside the
+ * index, on inode numbers from FS_CTL_INO up that the index never hands out;
+ * ".kvfs" is not listed by readdir of the root and cannot be created,
+ * removed or renamed. Each open takes a snapshot that its reads return, so a
+ * reader sees one consistent text; the files are opened direct_io so the
+ * kernel never caches a stale snapshot.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs_int.h"
+#include "notify.h"
+
+#define FS_CTL_NAME ".kvfs"
+
+enum { FS_CTL_DIR, FS_CTL_STATS, FS_CTL_STATUS, FS_CTL_VERSION, FS_CTL_N };
+
+static const char *const fs_ctl_names[FS_CTL_N] = {
+	[FS_CTL_DIR] = FS_CTL_NAME,
+	[FS_CTL_STATS] = "stats",
+	[FS_CTL_STATUS] = "status",
+	[FS_CTL_VERSION] = "version",
+};
+
+struct fs_ctl_text {
+	char *buf;
+	size_t len;
+	size_t cap;
+};
+
+int fs_ctl_ino(uint64_t ino)
+{
+	return ino >= FS_CTL_INO && ino < FS_CTL_INO + FS_CTL_N;
+}
+
+int fs_ctl_reserved(uint64_t parent, const char *name)
+{
+	return parent == FS_CTL_INO + FS_CTL_DIR ||
+	       (parent == KV_ROOT_INO && strcmp(name, FS_CTL_NAME) == 0);
+}
+
+static void fs_ctl_attr(struct fs *fs, uint64_t ino, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	if (ino == FS_CTL_INO + FS_CTL_DIR) {
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2;
+		st->st_size = 4096;
+	} else {
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+	}
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_atim = st->st_mtim = st->st_ctim = fs->start_time;
+}
+
+static void fs_ctl_entry(struct fs *fs, fuse_req_t req, uint64_t ino)
+{
+	struct fuse_entry_param e;
+
+	memset(&e, 0, sizeof(e));
+	e.ino = ino;
+	/* The kernel may cache the names; attributes are asked every time. */
+	e.entry_timeout = fs->cfg.entry_timeout;
+	fs_ctl_attr(fs, ino, &e.attr);
+	fuse_reply_entry(req, &e);
+}
+
+int fs_ctl_lookup(struct fs *fs, fuse_req_t req, uint64_t parent,
+		  const char *name)
+{
+	if (parent == KV_ROOT_INO && strcmp(name, FS_CTL_NAME) == 0) {
+		fs_ctl_entry(fs, req, FS_CTL_INO + FS_CTL_DIR);
+		return 1;
+	}
+	if (parent != FS_CTL_INO + FS_CTL_DIR)
+		return 0;
+	for (unsigned i = FS_CTL_DIR + 1; i < FS_CTL_N; i++) {
+		if (strcmp(name, fs_ctl_names[i]) == 0) {
+			fs_ctl_entry(fs, req, FS_CTL_INO + i);
+			return 1;
+		}
+	}
+	fuse_reply_err(req, ENOENT);
+	return 1;
+}
+
+void fs_ctl_getattr(struct fs *fs, fuse_req_t req, uint64_t ino)
+{
+	struct stat st;
+
+	fs_ctl_attr(fs, ino, &st);
+	fuse_reply_attr(req, &st, 0);
+}
+
+static void fs_ctl_printf(struct fs_ctl_text *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void fs_ctl_printf(struct fs_ctl_text *t, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		size_t ncap;
+		char *nb;
+
+		va_start(ap, fmt);
+		n = vsnprintf(t->buf ? t->buf + t->len : NULL,
+			      t->buf ? t->cap - t->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return;
+		if (t->buf && t->len + (size_t)n < t->cap) {
+			t->len += (size_t)n;
+			return;
+		}
+		ncap = t->cap ? t->cap * 2 : 4096;
+		while (ncap <= t->len + (size_t)n)
+			ncap *= 2;
+		nb = realloc(t->buf, ncap);
+		if (!nb)
+			return;
+		t->buf = nb;
+		t->cap = ncap;
+	}
+}
+
+static void fs_ctl_metric(struct fs_ctl_text *t, const char *name,
+			  const char *type, const char *help, uint64_t v)
+{
+	fs_ctl_printf(t, "# HELP kvfs_%s %s\n# TYPE kvfs_%s %s\nkvfs_%s %llu\n",
+		      name, help, name, type, name, (unsigned long long)v);
+}
+
+static void fs_ctl_stats(struct fs *fs, struct fs_ctl_text *t)
+{
+	struct store_stats ss;
+	struct vc_stats vs;
+	uint64_t dirty;
+
+	vc_get_stats(fs->vc, &vs);
+	store_get_stats(fs->store, &ss);
+	pthread_mutex_lock(&fs->dirty_lock);
+	dirty = fs->dirty_bytes;
+	pthread_mutex_unlock(&fs->dirty_lock);
+	fs_ctl_metric(t, "lookup_probes_total", "counter",
+		      "Index probes (batches) run by the lookup manager.",
+		      vs.probes);
+	fs_ctl_metric(t, "lookup_batched_keys_total", "counter",
+		      "Names sent to the index in probe batches.",
+		      vs.batched_keys);
+	fs_ctl_metric(t, "lookup_coalesced_total", "counter",
+		      "Lookups that joined a probe already queued or running.",
+		      vs.coalesced);
+	fs_ctl_metric(t, "lookup_hits_total", "counter",
+		      "Lookups answered: the name exists.", vs.hits);
+	fs_ctl_metric(t, "lookup_misses_total", "counter",
+		      "Lookups answered: the name does not exist.", vs.misses);
+	fs_ctl_metric(t, "lookup_cancelled_total", "counter",
+		      "Parked lookups interrupted by their caller.",
+		      vs.cancelled);
+	fs_ctl_metric(t, "lookup_probe_errors_total", "counter",
+		      "Probe batches the index failed.", vs.probe_errors);
+	fs_ctl_metric(t, "marked_misses_total", "counter",
+		      "Names turned into misses after a failed read.",
+		      vs.marked_misses);
+	fs_ctl_metric(t, "stale_results_total", "counter",
+		      "Probe results discarded for an older generation.",
+		      vs.stale_discarded);
+	fs_ctl_metric(t, "kernel_invalidations_total", "counter",
+		      "Kernel cache invalidations sent.",
+		      notify_count(fs->notify));
+	fs_ctl_metric(t, "verdicts", "gauge", "Verdicts held.", vs.nverdicts);
+	fs_ctl_metric(t, "quarantined", "gauge",
+		      "Names quarantined after a failed read.",
+		      vs.nquarantined);
+	fs_ctl_metric(t, "lookups_parked", "gauge",
+		      "Lookups waiting for a probe.", vs.nparked);
+	fs_ctl_metric(t, "dropped_total", "counter",
+		      "Blocks dropped because their record was cut short.",
+		      atomic_load(&fs->dropped));
+	fs_ctl_metric(t, "quarantined_total", "counter",
+		      "Blocks quarantined after a failed read (data kept).",
+		      atomic_load(&fs->quarantined));
+	fs_ctl_metric(t, "store_appends_total", "counter",
+		      "Records appended to data files.", ss.appends);
+	fs_ctl_metric(t, "store_append_bytes_total", "counter",
+		      "Bytes appended to data files.", ss.append_bytes);
+	fs_ctl_metric(t, "store_reads_total", "counter",
+		      "Reads from data files.", ss.reads);
+	fs_ctl_metric(t, "store_read_bytes_total", "counter",
+		      "Bytes read from data files.", ss.read_bytes);
+	fs_ctl_metric(t, "store_frees_total", "counter",
+		      "Records freed (holes punched).", ss.frees);
+	fs_ctl_metric(t, "store_files_removed_total", "counter",
+		      "Data files removed once empty.", ss.files_removed);
+	fs_ctl_metric(t, "read_short_records_total", "counter",
+		      "Reads that found a record cut short.", ss.short_records);
+	fs_ctl_metric(t, "read_checksum_errors_total", "counter",
+		      "Reads that failed a CRC32C check.", ss.crc_errors);
+	fs_ctl_metric(t, "io_errors_total", "counter", "Data-file I/O errors.",
+		      ss.io_errors);
+	fs_ctl_metric(t, "dirty_bytes", "gauge",
+		      "Memory held by unsaved writes.", dirty);
+	fs_ctl_metric(t, "nodes", "gauge", "Inodes held in memory.",
+		      fs->nnodes);
+}
+
+/* Writes s as a JSON string literal. */
+static void fs_ctl_json_str(struct fs_ctl_text *t, const char *s)
+{
+	fs_ctl_printf(t, "\"");
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fs_ctl_printf(t, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fs_ctl_printf(t, "\\u%04x", (unsigned char)*s);
+		else
+			fs_ctl_printf(t, "%c", *s);
+	}
+	fs_ctl_printf(t, "\"");
+}
+
+static void fs_ctl_status(struct fs *fs, struct fs_ctl_text *t)
+{
+	uint64_t ninodes = 0, nbytes = 0, dirty;
+	struct timespec now;
+	struct vc_stats vs;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	vc_get_stats(fs->vc, &vs);
+	idx_statfs(fs->idx, &ninodes, &nbytes);
+	pthread_mutex_lock(&fs->dirty_lock);
+	dirty = fs->dirty_bytes;
+	pthread_mutex_unlock(&fs->dirty_lock);
+	fs_ctl_printf(t, "{\"version\": \"%s\", \"datadir\": ", KVFS_VERSION);
+	fs_ctl_json_str(t, fs->cfg.datadir);
+	fs_ctl_printf(t, ", \"mountpoint\": ");
+	fs_ctl_json_str(t, fs->cfg.mountpoint);
+	fs_ctl_printf(t,
+		      ", \"pid\": %ld, \"uptime_seconds\": %lld, "
+		      "\"inodes\": %llu, \"bytes\": %llu, "
+		      "\"dirty_bytes\": %llu, \"dirty_limit\": %llu, "
+		      "\"verdicts\": %zu, \"quarantined\": %zu}\n",
+		      (long)getpid(),
+		      (long long)(now.tv_sec - fs->start_time.tv_sec),
+		      (unsigned long long)ninodes, (unsigned long long)nbytes,
+		      (unsigned long long)dirty,
+		      (unsigned long long)fs->cfg.dirty_limit, vs.nverdicts,
+		      vs.nquarantined);
+}
+
+void fs_ctl_open(struct fs *fs, fuse_req_t req, uint64_t ino,
+		 struct fuse_file_info *fi)
+{
+	struct fs_ctl_text *t;
+
+	if (ino == FS_CTL_INO + FS_CTL_DIR) {
+		fi->fh = 0;
+		fuse_reply_open(req, fi);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (ino == FS_CTL_INO + FS_CTL_STATS)
+		fs_ctl_stats(fs, t);
+	else if (ino == FS_CTL_INO + FS_CTL_STATUS)
+		fs_ctl_status(fs, t);
+	else
+		fs_ctl_printf(t, "kvfs %s\n", KVFS_VERSION);
+	if (!t->buf) {
+		free(t);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)t;
+	fi->direct_io = 1;
+	if (fuse_reply_open(req, fi) != 0) {
+		free(t->buf);
+		free(t);
+	}
+}
+
+void fs_ctl_read(fuse_req_t req, size_t size, off_t off,
+		 struct fuse_file_info *fi)
+{
+	struct fs_ctl_text *t = (struct fs_ctl_text *)(uintptr_t)fi->fh;
+
+	if (!t || (size_t)off >= t->len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > t->len - (size_t)off)
+		size = t->len - (size_t)off;
+	fuse_reply_buf(req, t->buf + off, size);
+}
+
+void fs_ctl_release(fuse_req_t req, struct fuse_file_info *fi)
+{
+	struct fs_ctl_text *t = (struct fs_ctl_text *)(uintptr_t)fi->fh;
+
+	if (t) {
+		free(t->buf);
+		free(t);
+	}
+	fuse_reply_err(req, 0);
+}
+
+void fs_ctl_readdir(struct fs *fs, fuse_req_t req, size_t size, off_t off,
+		    int plus)
+{
+	char *buf = malloc(size);
+	size_t len = 0;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (off_t i = off; i < FS_CTL_N + 1; i++) {
+		const char *name = i == 0   ? "."
+				   : i == 1 ? ".."
+					    : fs_ctl_names[i - 1];
+		uint64_t ino = i == 0	? FS_CTL_INO
+			       : i == 1 ? KV_ROOT_INO
+					: FS_CTL_INO + (uint64_t)i - 1;
+		/* ino 0 in a readdirplus entry: a plain entry, no lookup. */
+		struct fuse_entry_param e = {0};
+		size_t need;
+
+		fs_ctl_attr(fs, ino, &e.attr);
+		if (plus)
+			need = fuse_add_direntry_plus(
+				req, buf + len, size - len, name, &e, i + 1);
+		else
+			need = fuse_add_direntry(req, buf + len, size - len,
+						 name, &e.attr, i + 1);
+		if (need > size - len)
+			break;
+		len += need;
+	}
+	fuse_reply_buf(req, buf, len);
+	free(buf);
+}

@@ -1,0 +1,492 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvfs: a FUSE filesystem for offloaded LLM KV-cache blocks.
+ *
+ * THREADS
+ * - main: parses options, opens the index and store, mounts, runs the loop,
+ *   tears down. Every configuration error is reported before daemonizing.
+ * - libfuse workers (multi-threaded loop, clone_fd): run the handlers in
+ *   ops.c; they may block on the index (one SQLite connection behind
+ *   idx->lock) and on data-file I/O (each thread's own io_uring).
+ * - Signals: libfuse's handlers for SIGINT, SIGTERM and SIGHUP end the loop.
+ * The configuration in struct fs_config is written here before the loop
+ * starts and only read afterwards.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs_int.h"
+#include "notify.h"
+
+/* Exit status for start-up errors (usage, data directory, database). */
+#define KVFS_EXIT_CONFIG 2
+
+struct kvfs_opts {
+	char *loglevel;
+	char *max_file_size;
+	char *dirty_limit;
+	char *root_mode;
+	double entry_timeout;
+	double attr_timeout;
+	double negative_timeout;
+	unsigned threads;
+	int durable;
+	int nargs;
+};
+
+#define KVFS_OPT(t, p)                                                         \
+	{                                                                      \
+		t, offsetof(struct kvfs_opts, p), 1                            \
+	}
+static const struct fuse_opt kvfs_opt_spec[] = {
+	KVFS_OPT("loglevel=%s", loglevel),
+	KVFS_OPT("max_file_size=%s", max_file_size),
+	KVFS_OPT("dirty_limit=%s", dirty_limit),
+	KVFS_OPT("root_mode=%s", root_mode),
+	KVFS_OPT("entry_timeout=%lf", entry_timeout),
+	KVFS_OPT("attr_timeout=%lf", attr_timeout),
+	KVFS_OPT("negative_timeout=%lf", negative_timeout),
+	KVFS_OPT("threads=%u", threads),
+	KVFS_OPT("durable", durable),
+	FUSE_OPT_END};
+
+static void kvfs_usage(const char *prog)
+{
+	printf("usage: %s [options] DATADIR MOUNTPOINT\n\n"
+	       "kvfs options:\n"
+	       "    -o loglevel=LEVEL      err, warn, info (default), debug\n"
+	       "    -o entry_timeout=S     kernel name cache (default 3600)\n"
+	       "    -o attr_timeout=S      kernel attribute cache (default "
+	       "3600)\n"
+	       "    -o negative_timeout=S  kernel cache of absent names "
+	       "(default 3600)\n"
+	       "    -o max_file_size=SIZE  largest file, K/M/G suffixes "
+	       "(default 1G)\n"
+	       "    -o dirty_limit=SIZE    memory for unsaved writes "
+	       "(default 1G)\n"
+	       "    -o threads=N           FUSE worker threads (default 16)\n"
+	       "    -o root_mode=OCTAL     root directory mode of a new "
+	       "DATADIR (default 0755)\n"
+	       "    -o durable             fdatasync each file's data on "
+	       "close\n"
+	       "    -o allow_other         let other users (containers) use "
+	       "the mount\n\n"
+	       "FUSE options:\n",
+	       prog);
+	fuse_cmdline_help();
+	fuse_lowlevel_help();
+}
+
+static int kvfs_opt_proc(void *data, const char *arg, int key,
+			 struct fuse_args *outargs)
+{
+	struct fs *fs = data;
+
+	if (key != FUSE_OPT_KEY_NONOPT)
+		return 1;
+	/* The first bare argument is DATADIR; the next one the mount point. */
+	if (!fs->cfg.datadir) {
+		fs->cfg.datadir = realpath(arg, NULL);
+		if (!fs->cfg.datadir) {
+			fprintf(stderr, "kvfs: data directory %s: %s\n", arg,
+				strerror(errno));
+			exit(KVFS_EXIT_CONFIG);
+		}
+		return 0;
+	}
+	return 1;
+}
+
+/* Parses "123", "4K", "16M", "2G", "1T". */
+static int kvfs_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case 'T':
+	case 't':
+		v <<= 10;
+		/* fall through */
+	case 'G':
+	case 'g':
+		v <<= 10;
+		/* fall through */
+	case 'M':
+	case 'm':
+		v <<= 10;
+		/* fall through */
+	case 'K':
+	case 'k':
+		v <<= 10;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (*end != '\0')
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
+{
+	struct fs_config *c = &fs->cfg;
+	char *end;
+
+	c->entry_timeout = o->entry_timeout;
+	c->attr_timeout = o->attr_timeout;
+	c->negative_timeout = o->negative_timeout;
+	c->threads = o->threads;
+	c->durable = o->durable;
+	c->max_file_size = 1ull << 30;
+	c->dirty_limit = 1ull << 30;
+	c->root_mode = 0755;
+	if (o->loglevel && log_parse_level(o->loglevel, &c->loglevel) < 0) {
+		fprintf(stderr,
+			"kvfs: bad loglevel '%s' (err, warn, info, "
+			"debug)\n",
+			o->loglevel);
+		return -EINVAL;
+	}
+	if (o->max_file_size &&
+	    (kvfs_parse_size(o->max_file_size, &c->max_file_size) < 0 ||
+	     c->max_file_size == 0)) {
+		fprintf(stderr, "kvfs: bad max_file_size '%s'\n",
+			o->max_file_size);
+		return -EINVAL;
+	}
+	if (o->dirty_limit &&
+	    (kvfs_parse_size(o->dirty_limit, &c->dirty_limit) < 0 ||
+	     c->dirty_limit == 0)) {
+		fprintf(stderr, "kvfs: bad dirty_limit '%s'\n", o->dirty_limit);
+		return -EINVAL;
+	}
+	if (o->root_mode) {
+		unsigned long m = strtoul(o->root_mode, &end, 8);
+
+		if (*end != '\0' || end == o->root_mode || m > 07777) {
+			fprintf(stderr, "kvfs: bad root_mode '%s'\n",
+				o->root_mode);
+			return -EINVAL;
+		}
+		c->root_mode = (unsigned)m;
+	}
+	if (c->threads == 0 || c->threads > 256) {
+		fprintf(stderr, "kvfs: threads must be 1..256\n");
+		return -EINVAL;
+	}
+	if (c->entry_timeout < 0 || c->attr_timeout < 0 ||
+	    c->negative_timeout < 0) {
+		fprintf(stderr, "kvfs: timeouts must not be negative\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * Takes DATADIR/kvfs.lock so that two daemons never serve one data
+ * directory. The lock lives as long as the descriptor (kept across
+ * fuse_daemonize's fork).
+ */
+static int kvfs_lock(struct fs *fs)
+{
+	char path[PATH_MAX], pid[32];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/kvfs.lock", fs->cfg.datadir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		fprintf(stderr, "kvfs: data directory %s is not writable: %s\n",
+			fs->cfg.datadir, strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		n = pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		fprintf(stderr,
+			"kvfs: data directory %s is already served by another "
+			"kvfs (pid %s)\n",
+			fs->cfg.datadir, pid[0] ? pid : "unknown");
+		close(fd);
+		return -1;
+	}
+	fs->lock_fd = fd;
+	return 0;
+}
+
+static void kvfs_write_pid(struct fs *fs)
+{
+	char pid[32];
+	int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+
+	if (ftruncate(fs->lock_fd, 0) == 0 &&
+	    pwrite(fs->lock_fd, pid, (size_t)n, 0) != n)
+		log_warn("cannot record pid in kvfs.lock");
+}
+
+static int kvfs_check_dirs(struct fs *fs, const char *mountpoint)
+{
+	struct stat st;
+
+	if (stat(fs->cfg.datadir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "kvfs: data directory %s is not a directory\n",
+			fs->cfg.datadir);
+		return -1;
+	}
+	if (access(fs->cfg.datadir, W_OK | X_OK) < 0) {
+		fprintf(stderr, "kvfs: data directory %s is not writable: %s\n",
+			fs->cfg.datadir, strerror(errno));
+		return -1;
+	}
+	if (stat(mountpoint, &st) < 0) {
+		fprintf(stderr, "kvfs: mount point %s: %s\n", mountpoint,
+			strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "kvfs: mount point %s is not a directory\n",
+			mountpoint);
+		return -1;
+	}
+	return 0;
+}
+
+static void kvfs_free_extent(void *arg, const struct kv_extent *ext)
+{
+	node_free_extent(arg, ext);
+}
+
+static int kvfs_open_store(struct fs *fs)
+{
+	struct store_config scfg = {.durable = fs->cfg.durable};
+	char path[PATH_MAX];
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/index.db", fs->cfg.datadir);
+	rc = idx_open(&fs->idx, path, fs->cfg.root_mode, getuid(), getgid());
+	if (rc == -EMEDIUMTYPE) {
+		fprintf(stderr, "kvfs: %s is not a kvfs database\n", path);
+		return -1;
+	}
+	if (rc == -EPROTONOSUPPORT) {
+		fprintf(stderr,
+			"kvfs: %s was written by a newer kvfs (format newer "
+			"than %d); upgrade kvfs\n",
+			path, IDX_FORMAT_VERSION);
+		return -1;
+	}
+	if (rc < 0) {
+		fprintf(stderr, "kvfs: cannot open %s: %s\n", path,
+			strerror(-rc));
+		return -1;
+	}
+	rc = store_io_probe();
+	if (rc < 0) {
+		fprintf(stderr, "kvfs: io_uring is not available: %s\n",
+			strerror(-rc));
+		return -1;
+	}
+	rc = store_open(&fs->store, fs->cfg.datadir, &scfg, NULL);
+	if (rc < 0) {
+		fprintf(stderr, "kvfs: cannot open data files in %s/data: %s\n",
+			fs->cfg.datadir, strerror(-rc));
+		return -1;
+	}
+	/* Files unlinked while open when the last run ended. */
+	rc = idx_purge_orphans(fs->idx, kvfs_free_extent, fs);
+	if (rc > 0)
+		log_info("released %d files unlinked during the last run", rc);
+	return 0;
+}
+
+static int kvfs_reopen_index(struct fs *fs)
+{
+	char path[PATH_MAX];
+	int rc;
+
+	idx_close(fs->idx);
+	snprintf(path, sizeof(path), "%s/index.db", fs->cfg.datadir);
+	rc = idx_open(&fs->idx, path, fs->cfg.root_mode, getuid(), getgid());
+	if (rc < 0) {
+		fs->idx = NULL;
+		log_err("cannot reopen %s: %s", path, strerror(-rc));
+	}
+	return rc;
+}
+
+static int kvfs_start_vc(struct fs *fs)
+{
+	const struct vc_ops ops = {
+		.probe = fs_probe,
+		.answer = fs_lookup_answer,
+		.ctx = fs,
+	};
+	const struct vc_config cfg = {
+		.retain = VC_DEFAULT_RETAIN,
+		.threaded = 1,
+	};
+
+	return vc_new(&fs->vc, &ops, &cfg);
+}
+
+static int kvfs_loop(struct fs *fs, struct fuse_cmdline_opts *co)
+{
+	struct fuse_loop_config *lc;
+	int rc;
+
+	if (co->singlethread)
+		return fuse_session_loop(fs->se);
+	lc = fuse_loop_cfg_create();
+	if (!lc)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(lc, 1);
+	fuse_loop_cfg_set_max_threads(lc, fs->cfg.threads);
+	if (co->max_idle_threads != UINT_MAX)
+		fuse_loop_cfg_set_idle_threads(lc, co->max_idle_threads);
+	rc = fuse_session_loop_mt(fs->se, lc);
+	fuse_loop_cfg_destroy(lc);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct kvfs_opts o = {.entry_timeout = 3600,
+			      .attr_timeout = 3600,
+			      .negative_timeout = 3600,
+			      .threads = 16};
+	struct fuse_cmdline_opts co = {0};
+	struct fs fs = {.lock_fd = -1};
+	int ret = KVFS_EXIT_CONFIG;
+	int rc;
+
+	fs.cfg.loglevel = LOG_LVL_INFO;
+	fs.uid = getuid();
+	fs.gid = getgid();
+	clock_gettime(CLOCK_REALTIME, &fs.start_time);
+#ifdef KVFS_FAULT_INJECTION
+	pthread_mutex_init(&fs.fault_lock, NULL);
+#endif
+	/* fuse_daemonize() points 0-2 at /dev/null: keep them taken. */
+	while ((rc = open("/dev/null", O_RDWR)) >= 0 && rc <= 2)
+		;
+	if (rc > 2)
+		close(rc);
+
+	if (fuse_opt_parse(&args, &o, kvfs_opt_spec, NULL) < 0 ||
+	    fuse_opt_parse(&args, &fs, NULL, kvfs_opt_proc) < 0)
+		goto out_args;
+	if (fuse_parse_cmdline(&args, &co) != 0)
+		goto out_args;
+	if (co.show_help) {
+		kvfs_usage(argv[0]);
+		ret = 0;
+		goto out_args;
+	}
+	if (co.show_version) {
+		printf("kvfs %s\nFUSE library %s\n", KVFS_VERSION,
+		       fuse_pkgversion());
+		ret = 0;
+		goto out_args;
+	}
+	if (!fs.cfg.datadir || !co.mountpoint) {
+		fprintf(stderr,
+			"usage: %s [options] DATADIR MOUNTPOINT\n"
+			"try '%s -h' for the options\n",
+			argv[0], argv[0]);
+		goto out_args;
+	}
+	if (kvfs_config(&fs, &o) < 0)
+		goto out_args;
+	log_set_level(co.debug ? LOG_LVL_DEBUG : fs.cfg.loglevel);
+	fs.cfg.mountpoint = co.mountpoint;
+	if (kvfs_check_dirs(&fs, co.mountpoint) < 0 || kvfs_lock(&fs) < 0)
+		goto out_args;
+	if (node_table_init(&fs) < 0 || kvfs_open_store(&fs) < 0)
+		goto out_close;
+
+	if (fuse_opt_add_arg(&args, "-odefault_permissions") < 0 ||
+	    fuse_opt_add_arg(&args, "-ofsname=kvfs") < 0 ||
+	    fuse_opt_add_arg(&args, "-osubtype=kvfs") < 0)
+		goto out_close;
+	fs.se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), &fs);
+	if (!fs.se)
+		goto out_close;
+	if (fuse_set_signal_handlers(fs.se) != 0)
+		goto out_session;
+	if (fuse_session_mount(fs.se, co.mountpoint) != 0)
+		goto out_signals;
+	if (fuse_daemonize(co.foreground) != 0) {
+		ret = 1;
+		goto out_unmount;
+	}
+	if (!co.foreground) {
+		log_use_syslog("kvfs");
+		/*
+		 * SQLite's POSIX locks do not pass through fork(): reopen the
+		 * index in the daemon process.
+		 */
+		if (kvfs_reopen_index(&fs) < 0) {
+			ret = 1;
+			goto out_unmount;
+		}
+	}
+	/* Threads do not survive fork(): start them after daemonizing. */
+	if (notify_start(&fs.notify, fs.se) < 0 || kvfs_start_vc(&fs) < 0) {
+		log_err("cannot start the notifier and probe threads");
+		ret = 1;
+		goto out_unmount;
+	}
+	kvfs_write_pid(&fs);
+	log_info("serving %s at %s", fs.cfg.datadir, co.mountpoint);
+
+	rc = kvfs_loop(&fs, &co);
+	/* 0 or a signal number: a normal stop. -errno: the loop failed. */
+	ret = rc < 0 ? 1 : 0;
+	if (rc < 0)
+		log_err("session loop failed: %s", strerror(-rc));
+	else
+		log_info("unmounting %s", co.mountpoint);
+out_unmount:
+	/* Answers every parked lookup before the session goes away. */
+	vc_free(fs.vc);
+	fs.vc = NULL;
+	notify_stop(fs.notify);
+	fuse_session_unmount(fs.se);
+out_signals:
+	fuse_remove_signal_handlers(fs.se);
+out_session:
+	fuse_session_destroy(fs.se);
+out_close:
+	node_table_free(&fs);
+	store_close(fs.store);
+	idx_close(fs.idx);
+	if (fs.lock_fd >= 0)
+		close(fs.lock_fd);
+out_args:
+	free(co.mountpoint);
+	free(fs.cfg.datadir);
+	free(o.loglevel);
+	free(o.max_file_size);
+	free(o.dirty_limit);
+	free(o.root_mode);
+	fuse_opt_free_args(&args);
+	return ret;
+}

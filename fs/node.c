@@ -1,0 +1,469 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The node table: inodes the kernel or an open handle holds, with their
+ * cached attributes and unsaved bytes. See fs_int.h for the lock rules.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "fs_int.h"
+
+#define NODE_BUCKETS 65536u
+
+static size_t node_hash(const struct fs *fs, uint64_t ino)
+{
+	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 16) % fs->nbuckets;
+}
+
+int node_table_init(struct fs *fs)
+{
+	fs->nbuckets = NODE_BUCKETS;
+	fs->nodes = calloc(fs->nbuckets, sizeof(*fs->nodes));
+	if (!fs->nodes)
+		return -ENOMEM;
+	pthread_mutex_init(&fs->nodes_lock, NULL);
+	pthread_mutex_init(&fs->dirty_lock, NULL);
+	pthread_cond_init(&fs->dirty_cond, NULL);
+	return 0;
+}
+
+static void node_destroy(struct node *n)
+{
+	pthread_rwlock_destroy(&n->rw);
+	free(n->crcs);
+	free(n->buf);
+	free(n->name);
+	free(n);
+}
+
+void node_table_free(struct fs *fs)
+{
+	if (!fs->nodes)
+		return;
+	for (size_t b = 0; b < fs->nbuckets; b++) {
+		struct node *n = fs->nodes[b];
+
+		while (n) {
+			struct node *next = n->hnext;
+
+			node_destroy(n);
+			n = next;
+		}
+	}
+	free(fs->nodes);
+	fs->nodes = NULL;
+	pthread_mutex_destroy(&fs->nodes_lock);
+	pthread_mutex_destroy(&fs->dirty_lock);
+	pthread_cond_destroy(&fs->dirty_cond);
+}
+
+/* Call with nodes_lock held. */
+static struct node *node_lookup_locked(struct fs *fs, uint64_t ino)
+{
+	struct node *n = fs->nodes[node_hash(fs, ino)];
+
+	while (n && n->ino != ino)
+		n = n->hnext;
+	return n;
+}
+
+struct node *node_find(struct fs *fs, uint64_t ino)
+{
+	struct node *n;
+
+	pthread_mutex_lock(&fs->nodes_lock);
+	n = node_lookup_locked(fs, ino);
+	if (n)
+		n->pins++;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return n;
+}
+
+int node_get(struct fs *fs, uint64_t ino, const struct idx_attr *attr,
+	     uint64_t parent, const char *name, uint64_t nlookup_inc,
+	     struct node **out)
+{
+	struct idx_attr a;
+	struct node *n, *nn;
+	size_t b;
+	int rc;
+
+	pthread_mutex_lock(&fs->nodes_lock);
+	n = node_lookup_locked(fs, ino);
+	if (n) {
+		n->pins += 1 + (nlookup_inc ? 1 : 0) * (n->nlookup == 0);
+		n->nlookup += nlookup_inc;
+		pthread_mutex_unlock(&fs->nodes_lock);
+		*out = n;
+		return 0;
+	}
+	pthread_mutex_unlock(&fs->nodes_lock);
+
+	if (!attr) {
+		rc = idx_getattr(fs->idx, ino, &a);
+		if (rc < 0)
+			return rc;
+		attr = &a;
+	}
+	nn = calloc(1, sizeof(*nn));
+	if (!nn)
+		return -ENOMEM;
+	nn->name = strdup(name ? name : "");
+	if (!nn->name) {
+		free(nn);
+		return -ENOMEM;
+	}
+	nn->ino = ino;
+	nn->attr = *attr;
+	nn->disk_size = attr->size;
+	nn->parent = parent;
+	pthread_rwlock_init(&nn->rw, NULL);
+
+	pthread_mutex_lock(&fs->nodes_lock);
+	n = node_lookup_locked(fs, ino);
+	if (n) {
+		/* Another thread made it meanwhile: use theirs. */
+		n->pins += 1 + (nlookup_inc ? 1 : 0) * (n->nlookup == 0);
+		n->nlookup += nlookup_inc;
+		pthread_mutex_unlock(&fs->nodes_lock);
+		node_destroy(nn);
+		*out = n;
+		return 0;
+	}
+	b = node_hash(fs, ino);
+	nn->hnext = fs->nodes[b];
+	fs->nodes[b] = nn;
+	fs->nnodes++;
+	nn->nlookup = nlookup_inc;
+	nn->pins = 1 + (nlookup_inc ? 1 : 0);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	*out = nn;
+	return 0;
+}
+
+void node_open_inc(struct fs *fs, struct node *n)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->nopen++;
+	n->pins++;
+	pthread_mutex_unlock(&fs->nodes_lock);
+}
+
+void node_put(struct fs *fs, struct node *n, uint64_t nlookup_dec,
+	      unsigned nopen_dec, int op)
+{
+	struct node **pp;
+	unsigned drop = (op ? 1 : 0) + nopen_dec;
+	int gone = 0;
+
+	pthread_mutex_lock(&fs->nodes_lock);
+	if (nlookup_dec) {
+		if (nlookup_dec > n->nlookup) {
+			log_err("kernel forgot %llu lookups of inode %llu "
+				"which has %llu",
+				(unsigned long long)nlookup_dec,
+				(unsigned long long)n->ino,
+				(unsigned long long)n->nlookup);
+			nlookup_dec = n->nlookup;
+		}
+		n->nlookup -= nlookup_dec;
+		if (n->nlookup == 0 && nlookup_dec)
+			drop++;
+	}
+	n->nopen -= nopen_dec;
+	n->pins -= drop;
+	if (n->pins == 0) {
+		pp = &fs->nodes[node_hash(fs, n->ino)];
+		while (*pp != n)
+			pp = &(*pp)->hnext;
+		*pp = n->hnext;
+		fs->nnodes--;
+		gone = 1;
+	}
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (!gone)
+		return;
+	/* Nobody can reach n any more: no lock needed. */
+	if (n->dirty && n->attr.nlink > 0) {
+		int rc = node_flush_locked(fs, n);
+
+		if (rc < 0)
+			log_err("inode %llu: unsaved data lost: %s",
+				(unsigned long long)n->ino, strerror(-rc));
+	}
+	node_discard(fs, n);
+	if (n->attr.nlink == 0)
+		node_release_inode(fs, n->ino);
+	node_destroy(n);
+}
+
+void node_forget_one(struct fs *fs, uint64_t ino)
+{
+	struct node *n = node_find(fs, ino);
+
+	if (n)
+		node_put(fs, n, 1, 0, 1);
+}
+
+int node_rename(struct fs *fs, struct node *n, uint64_t parent,
+		const char *name)
+{
+	char *copy = strdup(name);
+
+	if (!copy)
+		return -ENOMEM;
+	pthread_mutex_lock(&fs->nodes_lock);
+	free(n->name);
+	n->name = copy;
+	n->parent = parent;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return 0;
+}
+
+char *node_path(struct fs *fs, struct node *n)
+{
+	const char *parts[256];
+	size_t nparts = 0, len = 0;
+	struct node *p = n;
+	char *path, *q;
+
+	pthread_mutex_lock(&fs->nodes_lock);
+	while (p && p->ino != KV_ROOT_INO && nparts < 256) {
+		parts[nparts++] = p->name;
+		len += strlen(p->name) + 1;
+		p = node_lookup_locked(fs, p->parent);
+	}
+	path = malloc(len + 2);
+	if (path) {
+		q = path;
+		if (nparts == 0)
+			*q++ = '/';
+		while (nparts > 0) {
+			size_t l = strlen(parts[--nparts]);
+
+			*q++ = '/';
+			memcpy(q, parts[nparts], l);
+			q += l;
+		}
+		*q = '\0';
+	}
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return path;
+}
+
+void node_free_extent(struct fs *fs, const struct kv_extent *ext)
+{
+	uint64_t refs = 1;
+	int rc;
+
+	if (ext->file_id == 0)
+		return;
+	rc = idx_datafile_refs(fs->idx, ext->file_id, &refs);
+	if (rc < 0)
+		refs = 1; /* keep the file when unsure */
+	rc = store_free(fs->store, ext, refs);
+	if (rc < 0)
+		log_warn("cannot free record in %06u.kvd: %s", ext->file_id,
+			 strerror(-rc));
+}
+
+void node_release_inode(struct fs *fs, uint64_t ino)
+{
+	struct kv_extent ext;
+	int rc;
+
+	rc = idx_release_inode(fs->idx, ino, &ext);
+	if (rc == -EBUSY || rc == -ENOENT)
+		return;
+	if (rc < 0) {
+		log_err("cannot release inode %llu: %s",
+			(unsigned long long)ino, strerror(-rc));
+		return;
+	}
+	node_free_extent(fs, &ext);
+}
+
+static void node_uncharge(struct fs *fs, struct node *n)
+{
+	if (!n->charged)
+		return;
+	pthread_mutex_lock(&fs->dirty_lock);
+	fs->dirty_bytes -= n->charged;
+	pthread_cond_broadcast(&fs->dirty_cond);
+	pthread_mutex_unlock(&fs->dirty_lock);
+	n->charged = 0;
+}
+
+/*
+ * Counts grow more bytes against the dirty limit. A file that holds no
+ * unsaved bytes yet waits while the budget is spent; one already being
+ * written may always grow (up to max_file_size), so writers never wait on
+ * each other in a cycle.
+ */
+static void node_charge(struct fs *fs, struct node *n, uint64_t grow)
+{
+	pthread_mutex_lock(&fs->dirty_lock);
+	while (n->charged == 0 && fs->dirty_bytes > 0 &&
+	       fs->dirty_bytes + grow > fs->cfg.dirty_limit)
+		pthread_cond_wait(&fs->dirty_cond, &fs->dirty_lock);
+	fs->dirty_bytes += grow;
+	pthread_mutex_unlock(&fs->dirty_lock);
+	n->charged += grow;
+}
+
+int node_reserve(struct fs *fs, struct node *n, uint64_t size)
+{
+	uint64_t need = kv_align_up(size);
+	uint64_t ncap;
+	void *nb;
+
+	if (need <= n->cap && n->buf)
+		return 0;
+	ncap = n->cap ? n->cap : KV_ALIGN;
+	while (ncap < need)
+		ncap *= 2;
+	/* Doubling past what was asked for wastes memory on big stores. */
+	if (ncap > need && ncap - need > (64u << 20))
+		ncap = need;
+	if (posix_memalign(&nb, KV_ALIGN, ncap) != 0)
+		return -ENOMEM;
+	if (n->buf)
+		memcpy(nb, n->buf, n->cap);
+	memset((char *)nb + n->cap, 0, ncap - n->cap);
+	free(n->buf);
+	node_charge(fs, n, ncap - n->cap);
+	n->buf = nb;
+	n->cap = ncap;
+	return 0;
+}
+
+int node_make_dirty(struct fs *fs, struct node *n)
+{
+	uint64_t off = 0, size = n->attr.size;
+	int rc;
+
+	if (n->dirty)
+		return 0;
+	rc = node_reserve(fs, n, size);
+	if (rc < 0)
+		return rc;
+	if (size > 0 && !n->crcs_loaded) {
+		rc = idx_get_crcs(fs->idx, n->ino, &n->crcs, &n->ncrcs);
+		if (rc < 0)
+			return rc;
+		n->crcs_loaded = 1;
+	}
+	while (off < size) {
+		const void *data;
+		size_t got;
+
+		rc = store_read(fs->store, &n->attr.ext, n->crcs, off,
+				size - off > (1u << 20) ? 1u << 20 : size - off,
+				&data, &got);
+		if (rc < 0)
+			return rc;
+		if (got == 0)
+			return -EIO;
+		memcpy(n->buf + off, data, got);
+		off += got;
+	}
+	n->dirty = 1;
+	return 0;
+}
+
+void node_discard(struct fs *fs, struct node *n)
+{
+	free(n->buf);
+	n->buf = NULL;
+	n->cap = 0;
+	n->dirty = 0;
+	node_uncharge(fs, n);
+}
+
+int node_flush_locked(struct fs *fs, struct node *n)
+{
+	struct kv_extent ext = {0}, old;
+	uint32_t *crcs = NULL;
+	uint64_t size = n->attr.size;
+	char *path = NULL;
+	int rc;
+
+	if (!n->dirty)
+		return 0;
+	if (size > 0) {
+		crcs = calloc(kv_nchunks(size), sizeof(*crcs));
+		path = node_path(fs, n);
+		if (!crcs || !path) {
+			rc = -ENOMEM;
+			goto out_free;
+		}
+		rc = store_append(fs->store, n->ino, path, n->buf, size, crcs,
+				  &ext);
+		if (rc < 0)
+			goto out_free;
+	}
+	rc = idx_set_extent(fs->idx, n->ino, size, n->attr.mtime_ns, &ext, crcs,
+			    kv_nchunks(size), &old);
+	if (ext.file_id)
+		store_append_done(fs->store, ext.file_id);
+	if (rc < 0) {
+		if (ext.file_id)
+			node_free_extent(fs, &ext);
+		goto out_free;
+	}
+	free(n->crcs);
+	n->crcs = crcs;
+	n->ncrcs = kv_nchunks(size);
+	n->crcs_loaded = 1;
+	crcs = NULL;
+	n->attr.ext = ext;
+	n->disk_size = size;
+	node_discard(fs, n);
+	node_free_extent(fs, &old);
+out_free:
+	if (rc < 0)
+		log_warn("cannot save %s (inode %llu, %llu bytes): %s",
+			 path ? path : "?", (unsigned long long)n->ino,
+			 (unsigned long long)size, strerror(-rc));
+	free(crcs);
+	free(path);
+	return rc;
+}
+
+void node_flush_all(struct fs *fs)
+{
+	struct node **dirty = NULL;
+	size_t ndirty = 0, cap = 0;
+
+	pthread_mutex_lock(&fs->nodes_lock);
+	for (size_t b = 0; b < fs->nbuckets; b++) {
+		for (struct node *n = fs->nodes[b]; n; n = n->hnext) {
+			if (!n->dirty)
+				continue;
+			if (ndirty == cap) {
+				size_t ncap = cap ? 2 * cap : 64;
+				struct node **nd =
+					realloc(dirty, ncap * sizeof(*nd));
+
+				if (!nd)
+					break;
+				dirty = nd;
+				cap = ncap;
+			}
+			n->pins++;
+			dirty[ndirty++] = n;
+		}
+	}
+	pthread_mutex_unlock(&fs->nodes_lock);
+	for (size_t i = 0; i < ndirty; i++) {
+		pthread_rwlock_wrlock(&dirty[i]->rw);
+		if (dirty[i]->attr.nlink > 0)
+			node_flush_locked(fs, dirty[i]);
+		pthread_rwlock_unlock(&dirty[i]->rw);
+		node_put(fs, dirty[i], 0, 0, 1);
+	}
+	free(dirty);
+}

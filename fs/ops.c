@@ -1,0 +1,1109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * FUSE low-level request handlers. Each handler replies exactly once, with a
+ * positive errno on failure (fs_reply_err). Namespace operations go to the
+ * index in one transaction each; file bytes live in a node's write buffer
+ * from the first write until the flush that appends them to a data file
+ * (FLUSH, RELEASE or FSYNC), and are read back from there.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <time.h>
+
+#include "fs_int.h"
+#include "notify.h"
+
+/* An open file: fi->fh. */
+struct fs_handle {
+	struct node *n;
+	int flags;
+};
+
+int64_t fs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static struct fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static void fs_reply_err(fuse_req_t req, int rc)
+{
+	if (rc > 0 || rc == 0) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	fuse_reply_err(req, -rc);
+}
+
+static struct timespec fs_ts(int64_t ns)
+{
+	return (struct timespec){.tv_sec = ns / 1000000000,
+				 .tv_nsec = ns % 1000000000};
+}
+
+void fs_fill_stat(struct stat *st, const struct idx_attr *a)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->ino;
+	st->st_mode = a->mode;
+	st->st_nlink = a->nlink;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	/* Directories look like ext4's smallest ones to tools like du. */
+	st->st_size = S_ISDIR(a->mode) ? 4096 : (off_t)a->size;
+	st->st_blksize = 4096;
+	st->st_blocks = (blkcnt_t)(kv_align_up((uint64_t)st->st_size) / 512);
+	st->st_atim = fs_ts(a->atime_ns);
+	st->st_mtim = fs_ts(a->mtime_ns);
+	st->st_ctim = fs_ts(a->ctime_ns);
+}
+
+static void fs_fill_entry(struct fs *fs, struct fuse_entry_param *e,
+			  const struct idx_attr *a)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = a->ino;
+	e->attr_timeout = fs->cfg.attr_timeout;
+	e->entry_timeout = fs->cfg.entry_timeout;
+	fs_fill_stat(&e->attr, a);
+}
+
+static int fs_check_name(const char *name)
+{
+	return strlen(name) > IDX_NAME_MAX ? -ENAMETOOLONG : 0;
+}
+
+/* A snapshot of n's attributes. */
+static void fs_node_attr(struct node *n, struct idx_attr *out)
+{
+	pthread_rwlock_rdlock(&n->rw);
+	*out = n->attr;
+	pthread_rwlock_unlock(&n->rw);
+}
+
+/*
+ * Re-reads a directory's attributes after the index changed them (mtime,
+ * ctime, nlink), when the directory is in memory.
+ */
+static void fs_refresh_dir(struct fs *fs, uint64_t ino)
+{
+	struct node *n = node_find(fs, ino);
+	struct idx_attr a;
+
+	if (!n)
+		return;
+	if (idx_getattr(fs->idx, ino, &a) == 0) {
+		pthread_rwlock_wrlock(&n->rw);
+		n->attr = a;
+		pthread_rwlock_unlock(&n->rw);
+	}
+	node_put(fs, n, 0, 0, 1);
+}
+
+/*
+ * Applies a link-count change the index made to inode ino: update the node
+ * when it is in memory, or release the inode when nothing holds it.
+ */
+static void fs_relink(struct fs *fs, uint64_t ino, uint32_t nlink, int64_t now)
+{
+	struct node *n = node_find(fs, ino);
+
+	if (!n) {
+		if (nlink == 0)
+			node_release_inode(fs, ino);
+		return;
+	}
+	pthread_rwlock_wrlock(&n->rw);
+	n->attr.nlink = nlink;
+	n->attr.ctime_ns = now;
+	pthread_rwlock_unlock(&n->rw);
+	node_put(fs, n, 0, 0, 1);
+}
+
+static void fs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	if (conn->capable & FUSE_CAP_ASYNC_DIO)
+		conn->want |= FUSE_CAP_ASYNC_DIO;
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+	conn->time_gran = 1;
+}
+
+static void fs_destroy(void *userdata)
+{
+	node_flush_all(userdata);
+}
+
+static void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct fs *fs = fs_of(req);
+	struct node *n = node_find(fs, ino);
+
+	if (n)
+		node_put(fs, n, nlookup, 0, 1);
+	fuse_reply_none(req);
+}
+
+static void fs_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *forgets)
+{
+	struct fs *fs = fs_of(req);
+
+	for (size_t i = 0; i < count; i++) {
+		struct node *n = node_find(fs, forgets[i].ino);
+
+		if (n)
+			node_put(fs, n, forgets[i].nlookup, 0, 1);
+	}
+	fuse_reply_none(req);
+}
+
+static void fs_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct idx_attr a;
+	struct stat st;
+	struct node *n;
+	int rc;
+
+	if (fs_ctl_ino(ino)) {
+		fs_ctl_getattr(fs, req, ino);
+		return;
+	}
+	rc = node_get(fs, ino, NULL, 0, NULL, 0, &n);
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	fs_node_attr(n, &a);
+	node_put(fs, n, 0, 0, 1);
+	fs_fill_stat(&st, &a);
+	fuse_reply_attr(req, &st, fs->cfg.attr_timeout);
+}
+
+/* Changes n's size to size. n->rw exclusive. */
+static int fs_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
+			      int64_t now)
+{
+	uint64_t old = n->attr.size;
+	int rc;
+
+	if (S_ISDIR(n->attr.mode))
+		return -EISDIR;
+	if (!S_ISREG(n->attr.mode))
+		return -EINVAL;
+	if (size > fs->cfg.max_file_size)
+		return -EFBIG;
+	if (size == old && n->dirty)
+		return 0;
+	if (size == 0) {
+		/* Nothing to keep: skip reading the old bytes. */
+		node_discard(fs, n);
+		n->dirty = 1;
+	} else {
+		rc = node_make_dirty(fs, n);
+		if (rc < 0)
+			return rc;
+		rc = node_reserve(fs, n, size);
+		if (rc < 0)
+			return rc;
+		if (size < old)
+			memset(n->buf + size, 0, old - size);
+	}
+	n->attr.size = size;
+	n->attr.mtime_ns = now;
+	n->attr.ctime_ns = now;
+	return 0;
+}
+
+static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	int64_t now = fs_now_ns();
+	struct idx_attr a;
+	struct stat st;
+	struct node *n;
+	int rc;
+
+	if (fs_ctl_ino(ino)) {
+		fs_reply_err(req, -EPERM);
+		return;
+	}
+	rc = node_get(fs, ino, NULL, 0, NULL, 0, &n);
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	pthread_rwlock_wrlock(&n->rw);
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		rc = fs_truncate_locked(fs, n, (uint64_t)attr->st_size, now);
+		/* truncate(2) by path: nothing will flush it later. */
+		if (rc == 0 && !fi)
+			rc = node_flush_locked(fs, n);
+		if (rc < 0)
+			goto out_unlock;
+	}
+	if (to_set & FUSE_SET_ATTR_MODE)
+		n->attr.mode =
+			(n->attr.mode & S_IFMT) | (attr->st_mode & 07777);
+	if (to_set & FUSE_SET_ATTR_UID)
+		n->attr.uid = attr->st_uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		n->attr.gid = attr->st_gid;
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		n->attr.atime_ns = now;
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		n->attr.atime_ns = (int64_t)attr->st_atim.tv_sec * 1000000000 +
+				   attr->st_atim.tv_nsec;
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		n->attr.mtime_ns = now;
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		n->attr.mtime_ns = (int64_t)attr->st_mtim.tv_sec * 1000000000 +
+				   attr->st_mtim.tv_nsec;
+	if (to_set & FUSE_SET_ATTR_CTIME)
+		n->attr.ctime_ns = (int64_t)attr->st_ctim.tv_sec * 1000000000 +
+				   attr->st_ctim.tv_nsec;
+	else
+		n->attr.ctime_ns = now;
+	/* The index keeps the size of the saved bytes, never unsaved ones. */
+	a = n->attr;
+	a.size = n->disk_size;
+	rc = idx_setattr(fs->idx, &a);
+	a = n->attr;
+out_unlock:
+	pthread_rwlock_unlock(&n->rw);
+	node_put(fs, n, 0, 0, 1);
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	fs_fill_stat(&st, &a);
+	fuse_reply_attr(req, &st, fs->cfg.attr_timeout);
+}
+
+/*
+ * Creates inode (parent, name) of the given mode for the requesting user and
+ * returns its node, pinned and with one kernel lookup.
+ */
+static int fs_make(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   mode_t mode, const char *target, struct node **out)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fs *fs = fs_of(req);
+	struct idx_attr a = {0};
+	struct node *pn;
+	int rc;
+
+	rc = fs_check_name(name);
+	if (rc < 0)
+		return rc;
+	if (fs_ctl_reserved(parent, name))
+		return fs_ctl_ino(parent) ? -EPERM : -EEXIST;
+	a.mode = mode;
+	a.uid = ctx->uid;
+	a.gid = ctx->gid;
+	a.atime_ns = a.mtime_ns = a.ctime_ns = fs_now_ns();
+	pn = node_find(fs, parent);
+	if (pn) {
+		struct idx_attr pa;
+
+		fs_node_attr(pn, &pa);
+		node_put(fs, pn, 0, 0, 1);
+		/* BSD group semantics under a setgid directory, as ext4. */
+		if (pa.mode & S_ISGID) {
+			a.gid = pa.gid;
+			if (S_ISDIR(mode))
+				a.mode |= S_ISGID;
+		}
+	}
+	rc = idx_create(fs->idx, parent, name, &a, target);
+	if (rc < 0)
+		return rc;
+	vc_bump(fs->vc, parent, name, 1, a.ino);
+	fs_refresh_dir(fs, parent);
+	return node_get(fs, a.ino, &a, parent, name, 1, out);
+}
+
+static void fs_reply_new(fuse_req_t req, struct node *n)
+{
+	struct fs *fs = fs_of(req);
+	struct fuse_entry_param e;
+	struct idx_attr a;
+
+	fs_node_attr(n, &a);
+	node_put(fs, n, 0, 0, 1);
+	fs_fill_entry(fs, &e, &a);
+	fuse_reply_entry(req, &e);
+}
+
+static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	struct node *n;
+	int rc;
+
+	if (!S_ISREG(mode)) {
+		fs_reply_err(req, -EPERM);
+		return;
+	}
+	rc = fs_make(req, parent, name, mode, NULL, &n);
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	fs_reply_new(req, n);
+}
+
+static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	struct node *n;
+	int rc;
+
+	rc = fs_make(req, parent, name, S_IFDIR | (mode & 07777), NULL, &n);
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	fs_reply_new(req, n);
+}
+
+static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	struct node *n;
+	int rc;
+
+	if (strlen(link) >= PATH_MAX) {
+		fs_reply_err(req, -ENAMETOOLONG);
+		return;
+	}
+	rc = fs_make(req, parent, name, S_IFLNK | 0777, link, &n);
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	fs_reply_new(req, n);
+}
+
+static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[PATH_MAX];
+	int rc;
+
+	rc = idx_readlink(fs_of(req)->idx, ino, buf, sizeof(buf));
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	fuse_reply_readlink(req, buf);
+}
+
+static void fs_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      int rmdir)
+{
+	struct fs *fs = fs_of(req);
+	int64_t now = fs_now_ns();
+	uint32_t nlink;
+	uint64_t ino;
+	int rc;
+
+	rc = fs_check_name(name);
+	if (rc == 0 && fs_ctl_reserved(parent, name))
+		rc = fs_ctl_ino(parent) ? -EPERM : -EBUSY;
+	if (rc == 0)
+		rc = idx_unlink(fs->idx, parent, name, rmdir, now, &ino,
+				&nlink);
+	if (rc == 0)
+		vc_bump(fs->vc, parent, name, 0, 0);
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	fs_refresh_dir(fs, parent);
+	fs_relink(fs, ino, nlink, now);
+	fs_reply_err(req, 0);
+}
+
+static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fs_remove(req, parent, name, 0);
+}
+
+static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fs_remove(req, parent, name, 1);
+}
+
+/*
+ * After a rename: the inode now at (parent, name) is called that in memory
+ * too, and a name record lets a rebuild of the index find its newest name.
+ */
+static void fs_renamed(struct fs *fs, uint64_t parent, const char *name,
+		       int64_t now)
+{
+	struct idx_attr a;
+	struct node *n;
+	char *path;
+
+	if (idx_lookup(fs->idx, parent, name, &a) < 0)
+		return;
+	vc_bump(fs->vc, parent, name, 1, a.ino);
+	n = node_find(fs, a.ino);
+	if (!n)
+		return;
+	node_rename(fs, n, parent, name);
+	pthread_rwlock_wrlock(&n->rw);
+	n->attr.ctime_ns = now;
+	pthread_rwlock_unlock(&n->rw);
+	if (S_ISREG(a.mode) && a.ext.file_id) {
+		path = node_path(fs, n);
+		if (path && store_append_name(fs->store, a.ino, path) < 0)
+			log_warn("no name record for %s: a rebuilt index "
+				 "will list it under its old name",
+				 path);
+		free(path);
+	}
+	node_put(fs, n, 0, 0, 1);
+}
+
+static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	struct fs *fs = fs_of(req);
+	int64_t now = fs_now_ns();
+	uint64_t replaced = 0;
+	uint32_t rnlink = 0;
+	int rc;
+
+	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+		fs_reply_err(req, -EINVAL);
+		return;
+	}
+	rc = fs_check_name(name);
+	if (rc == 0)
+		rc = fs_check_name(newname);
+	if (rc == 0 && (fs_ctl_reserved(parent, name) ||
+			fs_ctl_reserved(newparent, newname)))
+		rc = -EBUSY;
+	if (rc == 0)
+		rc = idx_rename(fs->idx, parent, name, newparent, newname,
+				flags, now, &replaced, &rnlink);
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	fs_refresh_dir(fs, parent);
+	if (newparent != parent)
+		fs_refresh_dir(fs, newparent);
+	fs_renamed(fs, newparent, newname, now);
+	if (flags & RENAME_EXCHANGE)
+		fs_renamed(fs, parent, name, now);
+	else
+		vc_bump(fs->vc, parent, name, 0, 0);
+	if (replaced)
+		fs_relink(fs, replaced, rnlink, now);
+	fs_reply_err(req, 0);
+}
+
+static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	/* Engines never hard-link blocks; one name per file keeps rebuilds exact. */
+	fs_reply_err(req, -EPERM);
+}
+
+/* Sets up an open handle for n (pinned by the caller, who keeps its pin). */
+static int fs_open_node(struct fs *fs, struct node *n,
+			struct fuse_file_info *fi)
+{
+	struct fs_handle *h;
+	int rc = 0;
+
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	pthread_rwlock_wrlock(&n->rw);
+	if (S_ISDIR(n->attr.mode) && (fi->flags & O_ACCMODE) != O_RDONLY)
+		rc = -EISDIR;
+	else if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY &&
+		 S_ISREG(n->attr.mode) && (n->attr.size > 0 || n->dirty))
+		rc = fs_truncate_locked(fs, n, 0, fs_now_ns());
+	if (rc == 0 && S_ISREG(n->attr.mode) && !n->crcs_loaded &&
+	    n->attr.ext.file_id) {
+		rc = idx_get_crcs(fs->idx, n->ino, &n->crcs, &n->ncrcs);
+		n->crcs_loaded = rc == 0;
+	}
+	pthread_rwlock_unlock(&n->rw);
+	if (rc < 0) {
+		free(h);
+		return rc;
+	}
+	node_open_inc(fs, n);
+	h->n = n;
+	h->flags = fi->flags;
+	fi->fh = (uint64_t)(uintptr_t)h;
+	/* Blocks are written once: keep their pages across opens. */
+	fi->keep_cache = 1;
+	return 0;
+}
+
+static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct node *n;
+	int rc;
+
+	if (fs_ctl_ino(ino)) {
+		fs_ctl_open(fs, req, ino, fi);
+		return;
+	}
+	rc = node_get(fs, ino, NULL, 0, NULL, 0, &n);
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	rc = fs_open_node(fs, n, fi);
+	node_put(fs, n, 0, 0, 1);
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	if (fuse_reply_open(req, fi) != 0) {
+		/* The opener is gone (interrupted): no RELEASE will come. */
+		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+
+		node_put(fs, h->n, 0, 1, 0);
+		free(h);
+	}
+}
+
+static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct fuse_entry_param e;
+	struct idx_attr a;
+	struct node *n;
+	int rc;
+
+	rc = fs_make(req, parent, name, S_IFREG | (mode & 07777), NULL, &n);
+	if (rc == -EEXIST && !(fi->flags & O_EXCL)) {
+		/* Lost a race with another creator: open theirs. */
+		rc = idx_lookup(fs->idx, parent, name, &a);
+		if (rc == 0)
+			rc = node_get(fs, a.ino, &a, parent, name, 1, &n);
+	}
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	rc = fs_open_node(fs, n, fi);
+	if (rc < 0) {
+		node_put(fs, n, 1, 0, 1);
+		fs_reply_err(req, rc);
+		return;
+	}
+	fs_node_attr(n, &a);
+	node_put(fs, n, 0, 0, 1);
+	fs_fill_entry(fs, &e, &a);
+	if (fuse_reply_create(req, &e, fi) != 0) {
+		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+
+		node_put(fs, h->n, 1, 1, 0);
+		free(h);
+	}
+}
+
+static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	struct fs *fs = fs_of(req);
+	const void *data;
+	struct node *n;
+	size_t got = 0;
+	char *path;
+	int rc = 0;
+
+	if (fs_ctl_ino(ino)) {
+		fs_ctl_read(req, size, off, fi);
+		return;
+	}
+	n = h->n;
+	pthread_rwlock_rdlock(&n->rw);
+	if ((uint64_t)off >= n->attr.size) {
+		data = NULL;
+	} else if (n->dirty) {
+		data = n->buf + off;
+		got = n->attr.size - (uint64_t)off < size
+			      ? n->attr.size - (uint64_t)off
+			      : size;
+	} else {
+#ifdef KVFS_FAULT_INJECTION
+		rc = fs_fault_read(fs, ino);
+		if (rc == 0)
+#endif
+			rc = store_read(fs->store, &n->attr.ext,
+					n->crcs_loaded ? n->crcs : NULL,
+					(uint64_t)off, size, &data, &got);
+	}
+	if (rc == 0) {
+		fuse_reply_buf(req, data, got);
+		pthread_rwlock_unlock(&n->rw);
+		return;
+	}
+	pthread_rwlock_unlock(&n->rw);
+	path = node_path(fs, n);
+	log_warn("read of %s (inode %llu) at %lld failed: %s",
+		 path ? path : "?", (unsigned long long)ino, (long long)off,
+		 fs_read_error(rc));
+	free(path);
+	/*
+	 * Never a short count: an error, and the name becomes a miss. Only a
+	 * provably short record is dropped; any other failure keeps the data.
+	 */
+	if (rc == -ENODATA)
+		fs_drop(fs, n);
+	else
+		fs_quarantine(fs, n, rc);
+	fs_reply_err(req, -EIO);
+}
+
+static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	struct fs *fs = fs_of(req);
+	struct node *n = h->n;
+	uint64_t end = (uint64_t)off + size;
+	int64_t now = fs_now_ns();
+	int rc;
+
+	if (end > fs->cfg.max_file_size || end < (uint64_t)off) {
+		fs_reply_err(req, -EFBIG);
+		return;
+	}
+	pthread_rwlock_wrlock(&n->rw);
+	rc = node_make_dirty(fs, n);
+	if (rc == 0)
+		rc = node_reserve(fs, n, end);
+	if (rc == 0) {
+		memcpy(n->buf + off, buf, size);
+		if (end > n->attr.size)
+			n->attr.size = end;
+		n->attr.mtime_ns = now;
+		n->attr.ctime_ns = now;
+	}
+	pthread_rwlock_unlock(&n->rw);
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	fuse_reply_write(req, size);
+}
+
+/* Saves n's unsaved bytes, unless its last name is gone. */
+static int fs_flush_node(struct fs *fs, struct node *n)
+{
+	int rc = 0;
+
+	pthread_rwlock_wrlock(&n->rw);
+	if (n->dirty && n->attr.nlink > 0)
+		rc = node_flush_locked(fs, n);
+	pthread_rwlock_unlock(&n->rw);
+	return rc;
+}
+
+static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+
+	if (fs_ctl_ino(ino) || (h->flags & O_ACCMODE) == O_RDONLY) {
+		fs_reply_err(req, 0);
+		return;
+	}
+	fs_reply_err(req, fs_flush_node(fs_of(req), h->n));
+}
+
+static void fs_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	struct fs *fs = fs_of(req);
+	struct node *n;
+
+	if (fs_ctl_ino(ino)) {
+		fs_ctl_release(req, fi);
+		return;
+	}
+	n = h->n;
+	if ((h->flags & O_ACCMODE) != O_RDONLY && fs_flush_node(fs, n) < 0) {
+		/*
+		 * close(2) already reported the error; the bytes could not be
+		 * saved, so the file goes back to what the index holds.
+		 */
+		pthread_rwlock_wrlock(&n->rw);
+		node_discard(fs, n);
+		n->attr.size = n->disk_size;
+		pthread_rwlock_unlock(&n->rw);
+		notify_inode(fs->notify, ino);
+	}
+	node_put(fs, n, 0, 1, 0);
+	free(h);
+	fs_reply_err(req, 0);
+}
+
+static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	struct fs *fs = fs_of(req);
+	int rc;
+
+	if (fs_ctl_ino(ino)) {
+		fs_reply_err(req, 0);
+		return;
+	}
+	rc = fs_flush_node(fs, h->n);
+	if (rc == 0)
+		rc = store_sync(fs->store);
+	if (rc == 0)
+		rc = idx_sync(fs->idx);
+	fs_reply_err(req, rc);
+}
+
+static void fs_opendir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	fi->fh = 0;
+	fi->cache_readdir = 0;
+	fuse_reply_open(req, fi);
+}
+
+struct fs_dirbuf {
+	fuse_req_t req;
+	struct fs *fs;
+	uint64_t dir;
+	char *buf;
+	size_t size;
+	size_t len;
+	int plus;
+	int err;
+};
+
+static int fs_dirbuf_add(void *arg, const char *name,
+			 const struct idx_attr *attr, uint64_t cookie)
+{
+	struct fs_dirbuf *d = arg;
+	size_t room = d->size - d->len;
+	off_t next = (off_t)cookie + 2;
+	struct fuse_entry_param e;
+	struct node *n;
+	size_t need;
+
+	if (!d->plus) {
+		struct stat st = {.st_ino = attr->ino, .st_mode = attr->mode};
+
+		need = fuse_add_direntry(d->req, NULL, 0, name, NULL, 0);
+		if (need > room)
+			return 1;
+		fuse_add_direntry(d->req, d->buf + d->len, room, name, &st,
+				  next);
+		d->len += need;
+		return 0;
+	}
+	need = fuse_add_direntry_plus(d->req, NULL, 0, name, NULL, 0);
+	if (need > room)
+		return 1;
+	/* Each entry handed out with readdirplus is a kernel lookup. */
+	d->err = node_get(d->fs, attr->ino, attr, d->dir, name, 1, &n);
+	if (d->err < 0)
+		return 1;
+	fs_fill_entry(d->fs, &e, attr);
+	if (n->dirty || n->attr.size != attr->size)
+		fs_fill_entry(d->fs, &e, &n->attr);
+	node_put(d->fs, n, 0, 0, 1);
+	fuse_add_direntry_plus(d->req, d->buf + d->len, room, name, &e, next);
+	d->len += need;
+	return 0;
+}
+
+static int fs_dirbuf_dot(struct fs_dirbuf *d, const char *name, off_t next)
+{
+	size_t room = d->size - d->len;
+	size_t need;
+
+	if (d->plus) {
+		struct fuse_entry_param e = {
+			.attr = {.st_ino = d->dir, .st_mode = S_IFDIR}};
+
+		need = fuse_add_direntry_plus(d->req, NULL, 0, name, NULL, 0);
+		if (need > room)
+			return 1;
+		fuse_add_direntry_plus(d->req, d->buf + d->len, room, name, &e,
+				       next);
+	} else {
+		struct stat st = {.st_ino = d->dir, .st_mode = S_IFDIR};
+
+		need = fuse_add_direntry(d->req, NULL, 0, name, NULL, 0);
+		if (need > room)
+			return 1;
+		fuse_add_direntry(d->req, d->buf + d->len, room, name, &st,
+				  next);
+	}
+	d->len += need;
+	return 0;
+}
+
+static void fs_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
+			      off_t off, int plus)
+{
+	struct fs_dirbuf d = {.req = req,
+			      .fs = fs_of(req),
+			      .dir = ino,
+			      .size = size,
+			      .plus = plus};
+	int rc = 0;
+
+	if (fs_ctl_ino(ino)) {
+		fs_ctl_readdir(d.fs, req, size, off, plus);
+		return;
+	}
+	d.buf = malloc(size);
+	if (!d.buf) {
+		fs_reply_err(req, -ENOMEM);
+		return;
+	}
+	if (off < 1 && fs_dirbuf_dot(&d, ".", 1))
+		goto out_reply;
+	if (off < 2 && fs_dirbuf_dot(&d, "..", 2))
+		goto out_reply;
+	rc = idx_readdir(d.fs->idx, ino, off >= 2 ? (uint64_t)off - 2 : 0,
+			 fs_dirbuf_add, &d);
+	if (rc == 0 && d.err < 0 && d.len == 0)
+		rc = d.err;
+out_reply:
+	if (rc < 0)
+		fs_reply_err(req, rc);
+	else
+		fuse_reply_buf(req, d.buf, d.len);
+	free(d.buf);
+}
+
+static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	fs_readdir_common(req, ino, size, off, 0);
+}
+
+static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi)
+{
+	fs_readdir_common(req, ino, size, off, 1);
+}
+
+static void fs_releasedir(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	fs_reply_err(req, 0);
+}
+
+static void fs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	fs_reply_err(req, idx_sync(fs_of(req)->idx));
+}
+
+static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = fs_of(req);
+	struct statvfs sv, out = {0};
+	uint64_t ninodes = 0, nbytes = 0;
+
+	if (statvfs(fs->cfg.datadir, &sv) < 0) {
+		fs_reply_err(req, -errno);
+		return;
+	}
+	idx_statfs(fs->idx, &ninodes, &nbytes);
+	out.f_bsize = 4096;
+	out.f_frsize = sv.f_frsize;
+	out.f_blocks = sv.f_blocks;
+	out.f_bfree = sv.f_bfree;
+	out.f_bavail = sv.f_bavail;
+	out.f_files = ninodes + sv.f_ffree;
+	out.f_ffree = sv.f_ffree;
+	out.f_favail = sv.f_favail;
+	out.f_namemax = IDX_NAME_MAX;
+	fuse_reply_statfs(req, &out);
+}
+
+/*
+ * Which xattr namespaces kvfs stores: user.* only. Others get what ext4
+ * gives for a name it has no value for (reads) or cannot store (writes).
+ */
+static int fs_xattr_ns(const char *name, int write)
+{
+	if (strncmp(name, "user.", 5) == 0 && name[5] != '\0')
+		return 0;
+	if (strncmp(name, "security.", 9) == 0 ||
+	    strncmp(name, "trusted.", 8) == 0 ||
+	    strncmp(name, "system.", 7) == 0)
+		return write ? -EOPNOTSUPP : -ENODATA;
+	return -EOPNOTSUPP;
+}
+
+/* user.* xattrs exist on regular files and directories only (as ext4). */
+static int fs_xattr_target(struct fs *fs, fuse_ino_t ino)
+{
+	struct idx_attr a;
+	struct node *n;
+	int rc;
+
+	if (fs_ctl_ino(ino))
+		return -EPERM;
+	rc = node_get(fs, ino, NULL, 0, NULL, 0, &n);
+	if (rc < 0)
+		return rc;
+	fs_node_attr(n, &a);
+	node_put(fs, n, 0, 0, 1);
+	return S_ISREG(a.mode) || S_ISDIR(a.mode) ? 0 : -EPERM;
+}
+
+static void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	struct fs *fs = fs_of(req);
+	int rc;
+
+#ifdef KVFS_FAULT_INJECTION
+	if (fs_fault_setxattr(fs, ino, name, value, size, &rc)) {
+		fs_reply_err(req, rc);
+		return;
+	}
+#endif
+	rc = fs_xattr_ns(name, 1);
+	if (rc == 0)
+		rc = fs_xattr_target(fs, ino);
+	if (rc == 0)
+		rc = idx_setxattr(fs->idx, ino, name, value, size, flags);
+	fs_reply_err(req, rc);
+}
+
+static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
+{
+	struct fs *fs = fs_of(req);
+	char *buf = NULL;
+	int rc;
+
+	rc = fs_xattr_ns(name, 0);
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	if (size > 0) {
+		buf = malloc(size);
+		if (!buf) {
+			fs_reply_err(req, -ENOMEM);
+			return;
+		}
+	}
+	rc = idx_getxattr(fs->idx, ino, name, buf, size);
+	if (rc < 0)
+		fs_reply_err(req, rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)rc);
+	else
+		fuse_reply_buf(req, buf, (size_t)rc);
+	free(buf);
+}
+
+static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct fs *fs = fs_of(req);
+	char *buf = NULL;
+	int rc;
+
+	if (size > 0) {
+		buf = malloc(size);
+		if (!buf) {
+			fs_reply_err(req, -ENOMEM);
+			return;
+		}
+	}
+	rc = idx_listxattr(fs->idx, ino, buf, size);
+	if (rc < 0)
+		fs_reply_err(req, rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)rc);
+	else
+		fuse_reply_buf(req, buf, (size_t)rc);
+	free(buf);
+}
+
+static void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct fs *fs = fs_of(req);
+	int rc;
+
+	rc = fs_xattr_ns(name, 1);
+	if (rc == 0)
+		rc = idx_removexattr(fs->idx, ino, name);
+	fs_reply_err(req, rc);
+}
+
+const struct fuse_lowlevel_ops fs_ops = {
+	.init = fs_init,
+	.destroy = fs_destroy,
+	.lookup = fs_lookup,
+	.forget = fs_forget,
+	.forget_multi = fs_forget_multi,
+	.getattr = fs_getattr,
+	.setattr = fs_setattr,
+	.readlink = fs_readlink,
+	.mknod = fs_mknod,
+	.mkdir = fs_mkdir,
+	.unlink = fs_unlink,
+	.rmdir = fs_rmdir,
+	.symlink = fs_symlink,
+	.rename = fs_rename,
+	.link = fs_link,
+	.open = fs_open,
+	.read = fs_read,
+	.write = fs_write,
+	.flush = fs_flush,
+	.release = fs_release,
+	.fsync = fs_fsync,
+	.opendir = fs_opendir,
+	.readdir = fs_readdir,
+	.readdirplus = fs_readdirplus,
+	.releasedir = fs_releasedir,
+	.fsyncdir = fs_fsyncdir,
+	.statfs = fs_statfs,
+	.setxattr = fs_setxattr,
+	.getxattr = fs_getxattr,
+	.listxattr = fs_listxattr,
+	.removexattr = fs_removexattr,
+	.create = fs_create,
+};

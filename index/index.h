@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The namespace index: inodes, dentries, xattrs and which data-file record
+ * holds each regular file's bytes, in one SQLite database (WAL mode).
+ *
+ * Every SQL statement of kvfs lives in index.c; nothing else includes
+ * sqlite3.h. Every function returns 0 (or a count) on success and -errno on
+ * failure, with SQLite's codes mapped once: BUSY/LOCKED -> -EBUSY, NOMEM ->
+ * -ENOMEM, FULL -> -ENOSPC, READONLY -> -EROFS, CANTOPEN/PERM -> -EACCES,
+ * CORRUPT/NOTADB/IOERR/anything else -> -EIO (logged with sqlite3_errmsg).
+ * Namespace errors are the ones ext4 gives (-ENOENT, -EEXIST, -ENOTDIR,
+ * -EISDIR, -ENOTEMPTY, -EINVAL, -ENAMETOOLONG).
+ *
+ * Thread safety: one connection behind idx->lock; any thread may call any
+ * function, calls are serialised. Each mutating call is one transaction:
+ * it either happens whole or not at all.
+ *
+ * The index does not know about open files or the kernel: an inode whose
+ * nlink drops to 0 stays (an orphan) until idx_release_inode() removes it,
+ * which the caller does once nothing holds it.
+ */
+#ifndef KVFS_INDEX_H
+#define KVFS_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvtypes.h"
+
+/* On-disk format version of the database (PRAGMA user_version). */
+#define IDX_FORMAT_VERSION 1
+/* PRAGMA application_id that marks a kvfs database ("KVFS"). */
+#define IDX_APPLICATION_ID 0x4b564653
+#define IDX_NAME_MAX 255
+
+struct idx;
+
+struct idx_attr {
+	uint64_t ino;
+	uint32_t mode; /* S_IFMT type bits and permission bits */
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t nlink;
+	uint64_t size;
+	int64_t atime_ns; /* nanoseconds since the epoch */
+	int64_t mtime_ns;
+	int64_t ctime_ns;
+	struct kv_extent ext; /* regular files only; file_id 0 = none */
+};
+
+/*
+ * Opens (creating when missing) the database at path and prepares its
+ * statements. A new database gets the schema and a root directory (ino 1,
+ * mode S_IFDIR | root_mode, owned by root_uid/root_gid).
+ * Errors: -EMEDIUMTYPE when the file is not a kvfs database (not SQLite, or
+ * another application's), -EPROTONOSUPPORT when its format version is newer
+ * than IDX_FORMAT_VERSION, -EIO when corrupt, -EACCES/-EROFS when it cannot
+ * be opened for writing. On success *out is freed with idx_close().
+ */
+int idx_open(struct idx **out, const char *path, uint32_t root_mode,
+	     uint32_t root_uid, uint32_t root_gid);
+/* Checkpoints the WAL and closes. Accepts NULL. */
+void idx_close(struct idx *idx);
+
+/* Dentry (parent, name) -> its inode's attributes. -ENOENT when absent. */
+int idx_lookup(struct idx *idx, uint64_t parent, const char *name,
+	       struct idx_attr *out);
+/* Attributes of ino (also of an orphan). -ENOENT when there is none. */
+int idx_getattr(struct idx *idx, uint64_t ino, struct idx_attr *out);
+
+/*
+ * Creates a new inode and its dentry in one transaction. attr carries mode,
+ * uid, gid and the three times; on success attr->ino, attr->nlink (1, or 2
+ * for a directory) and size are filled in. target is the symlink target for
+ * S_IFLNK (size = its length), NULL otherwise. The parent's mtime/ctime are
+ * set to attr->mtime_ns, and for a directory its nlink grows by one.
+ * Errors: -EEXIST, -ENOENT (no such parent), -ENOTDIR (parent not a dir),
+ * -ENAMETOOLONG (name over IDX_NAME_MAX bytes).
+ */
+int idx_create(struct idx *idx, uint64_t parent, const char *name,
+	       struct idx_attr *attr, const char *target);
+
+/*
+ * Copies a symlink's target into buf (NUL-terminated, truncated to len-1).
+ * Returns its full length, -EINVAL when ino is not a symlink.
+ */
+int idx_readlink(struct idx *idx, uint64_t ino, char *buf, size_t len);
+
+/*
+ * Writes mode, uid, gid, size and the three times of attr->ino (the extent is
+ * left alone: see idx_set_extent). -ENOENT when there is no such inode.
+ */
+int idx_setattr(struct idx *idx, const struct idx_attr *attr);
+
+/*
+ * Points ino at a new record (ext, with ncrcs CRC32C values, one per
+ * KV_CHUNK_SIZE chunk of ext->len bytes; ext->file_id 0 and ncrcs 0 for an
+ * empty file) and sets its size and mtime/ctime, in one transaction. The
+ * extent it replaces is copied to *old (file_id 0 when none) so the caller
+ * can free it.
+ */
+int idx_set_extent(struct idx *idx, uint64_t ino, uint64_t size,
+		   int64_t mtime_ns, const struct kv_extent *ext,
+		   const uint32_t *crcs, uint32_t ncrcs, struct kv_extent *old);
+/*
+ * The CRC list of ino's record: *crcs (caller frees with free(); NULL when
+ * there is none) and their count in *ncrcs.
+ */
+int idx_get_crcs(struct idx *idx, uint64_t ino, uint32_t **crcs,
+		 uint32_t *ncrcs);
+
+/*
+ * Removes the dentry (parent, name) and drops its inode's nlink (a directory
+ * goes to 0 at once and the parent's nlink drops by one), in one
+ * transaction. The parent's mtime/ctime and the inode's ctime become now_ns.
+ * rmdir is non-zero for rmdir(2): -ENOTDIR when the name is not a directory,
+ * -ENOTEMPTY when it has entries; for unlink(2) a directory gives -EISDIR.
+ * On success *ino and *nlink are the inode and its link count after.
+ */
+int idx_unlink(struct idx *idx, uint64_t parent, const char *name, int rmdir,
+	       int64_t now_ns, uint64_t *ino, uint32_t *nlink);
+
+/*
+ * rename(2)/renameat2(2) in one transaction. flags is 0, RENAME_NOREPLACE or
+ * RENAME_EXCHANGE (others: -EINVAL). Replacing follows POSIX: a file may
+ * replace a file, a directory only an empty directory (-EISDIR, -ENOTDIR,
+ * -ENOTEMPTY otherwise); moving a directory below itself is -EINVAL; a name
+ * onto itself (same inode) is a successful no-op. With RENAME_NOREPLACE an
+ * existing target is -EEXIST; with RENAME_EXCHANGE a missing one is -ENOENT.
+ * Parents' mtime/ctime and the moved inode's ctime become now_ns; directory
+ * parents' nlink follow a directory that moves. When a target inode lost its
+ * name, *replaced is its ino and *replaced_nlink its link count after (0 for
+ * a file that had one name); otherwise *replaced is 0. xattrs stay with
+ * their inode.
+ */
+int idx_rename(struct idx *idx, uint64_t parent, const char *name,
+	       uint64_t newparent, const char *newname, unsigned int flags,
+	       int64_t now_ns, uint64_t *replaced, uint32_t *replaced_nlink);
+
+/*
+ * Deletes an inode whose nlink is 0 (and its xattrs), returning its extent in
+ * *ext so the caller can free the record. -EBUSY when it still has links,
+ * -ENOENT when there is no such inode.
+ */
+int idx_release_inode(struct idx *idx, uint64_t ino, struct kv_extent *ext);
+
+/*
+ * Deletes every inode with nlink 0 (left by a crash or unclean stop while
+ * files were open) and calls fn for each one's extent (file_id != 0 only).
+ * Returns the number deleted.
+ */
+typedef void (*idx_extent_fn)(void *arg, const struct kv_extent *ext);
+int idx_purge_orphans(struct idx *idx, idx_extent_fn fn, void *arg);
+
+/*
+ * Number of live inodes whose record is in data file file_id.
+ */
+int idx_datafile_refs(struct idx *idx, uint32_t file_id, uint64_t *count);
+
+/*
+ * Lists dir's entries whose cookie is greater than after, in cookie order
+ * (cookies are positive, stable, and never reused within a directory while
+ * the entry exists). fn gets each name, its attributes and its cookie and
+ * returns non-zero to stop. Returns 0, or -ENOTDIR / -ENOENT for dir.
+ */
+typedef int (*idx_dirent_fn)(void *arg, const char *name,
+			     const struct idx_attr *attr, uint64_t cookie);
+int idx_readdir(struct idx *idx, uint64_t dir, uint64_t after, idx_dirent_fn fn,
+		void *arg);
+
+/*
+ * xattrs of ino. flags: 0, XATTR_CREATE (-EEXIST if set) or XATTR_REPLACE
+ * (-ENODATA if unset). getxattr copies into buf when size > 0 (-ERANGE when
+ * too small) and returns the value's length; -ENODATA when unset.
+ * listxattr writes the NUL-separated names the same way and returns the
+ * total length. Values are at most 64 KiB (-E2BIG).
+ */
+int idx_setxattr(struct idx *idx, uint64_t ino, const char *name,
+		 const void *value, size_t len, int flags);
+int idx_getxattr(struct idx *idx, uint64_t ino, const char *name, void *buf,
+		 size_t size);
+int idx_listxattr(struct idx *idx, uint64_t ino, char *buf, size_t size);
+int idx_removexattr(struct idx *idx, uint64_t ino, const char *name);
+
+/*
+ * Makes every committed transaction durable (a full WAL checkpoint, which
+ * syncs the log and the database file).
+ */
+int idx_sync(struct idx *idx);
+
+/* Counts for statfs: live inodes and the sum of regular files' sizes. */
+int idx_statfs(struct idx *idx, uint64_t *ninodes, uint64_t *nbytes);
+
+/*
+ * Answers a batch of lookups in one read transaction (the lookup manager's
+ * probe): for each i, found[i] = 1 and attrs[i] filled when (parents[i],
+ * names[i]) exists, found[i] = 0 otherwise.
+ */
+int idx_lookup_batch(struct idx *idx, size_t n, const uint64_t *parents,
+		     const char *const *names, int *found,
+		     struct idx_attr *attrs);
+
+#endif

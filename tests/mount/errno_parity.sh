@@ -1,0 +1,110 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Test 4: errno and semantics parity. errno_battery runs ~350 steps (missing
+# names, ENAMETOOLONG, ENOTDIR, EISDIR, ENOTEMPTY, EEXIST, rename rules incl.
+# RENAME_NOREPLACE/RENAME_EXCHANGE, rmdir/readlink misuse, symlinks and
+# ELOOP, truncate up/down, O_APPEND, O_TRUNC, utimensat with UTIME_NOW and
+# UTIME_OMIT, chmod/chown, user.* xattrs incl. ENODATA/ERANGE/EEXIST and an
+# xattr surviving the rename of a temp file, files read after unlink or
+# rename-over while open, reads at and after EOF, pread/pwrite against a
+# model, O_DIRECT incl. unaligned, statfs, fsync, readdir) on the plain
+# directory and on the mount; the transcripts must be identical. Then rm -r,
+# cp -a, find and du must work and agree with the plain directory, and
+# cp -a between the two filesystems must preserve everything.
+. "$(dirname "$0")/lib.sh"
+
+t_init
+set=0
+for opts in "${T_OPTSETS[@]}"; do
+	set=$((set + 1))
+	REF=$(t_plain_dir ref)
+	T_OPTS=$opts
+	t_target
+	t_run "$T_TMP/ref.$set.txt" "$T_TMP/ref.$set.err" \
+		"$ERRNO_BATTERY" "$REF"
+	t_expect_none "$T_TMP/ref.$set.txt" \
+		'MISMATCH|BAD|OUT-OF-WINDOW|NONZERO|DIFFERENT|FAILED|OTHER' \
+		reference
+	tail -n 1 "$T_TMP/ref.$set.txt" | grep -q '^battery: done$' ||
+		t_fail "reference battery did not finish"
+	t_run "$T_TMP/kvfs.$set.txt" "$T_TMP/kvfs.$set.err" \
+		"$ERRNO_BATTERY" "$T_MNT"
+	sed 's/^/  info (kvfs): /' "$T_TMP/kvfs.$set.err" >&2
+	t_compare "errno-battery-opts$set" "$T_TMP/ref.$set.txt" \
+		"$T_TMP/kvfs.$set.txt"
+	[ $set -eq ${#T_OPTSETS[@]} ] || t_umount "$T_MNT"
+done
+
+# tools DIR OUT: rm -r, cp -a, find, du on a tree built in DIR/tools.
+tools() {
+	local d=$1/tools out=$2 k
+	mkdir "$d" || t_fail "mkdir $d"
+	{
+		"$VLLM_IO" populate "$d/src" 1 >/dev/null
+		echo "status populate: $?"
+		"$ERRNO_BATTERY" -p 1 "$d/src" >/dev/null
+		echo "status populate-misc: $?"
+		cp -a "$d/src" "$d/dst"
+		echo "status cp -a: $?"
+		"$TREE_DUMP" -m -C -x "$d/src" >"$d.src.dump"
+		"$TREE_DUMP" -m -C -x "$d/dst" >"$d.dst.dump"
+		if cmp -s "$d.src.dump" "$d.dst.dump"; then
+			echo "cp -a: copy identical (modes, owners, mtimes, bytes, xattrs)"
+		else
+			echo "cp -a: copy differs:"
+			diff "$d.src.dump" "$d.dst.dump"
+		fi
+		echo "find files:"
+		(cd "$d" && find src -type f -printf '%p %s %m %U:%G %n\n' | sort)
+		echo "find dirs:"
+		(cd "$d" && find src -type d -printf '%p %m %U:%G %n\n' | sort)
+		echo "find links:"
+		(cd "$d" && find src -type l -printf '%p -> %l\n' | sort)
+		echo "find -empty:"
+		(cd "$d" && find . -empty | sort)
+		echo "find -size +1M -name '*.bin':"
+		(cd "$d" && find . -size +1M -name '*.bin' | sort)
+		echo "find -newer: $(cd "$d" && find src/misc -newer src/misc/t_times | sort | tr '\n' ' ')"
+		echo "du apparent sizes of files:"
+		(cd "$d" && find src -type f -print0 |
+			du -b --apparent-size --files0-from=- | sort -k2)
+		echo "status du apparent: $?"
+		k=$(du -sk "$d/src" | cut -f1)
+		if [ "${k:-0}" -gt 0 ]; then
+			echo "du -sk: nonzero"
+		else
+			echo "du -sk: ZERO ($k)"
+		fi
+		rm -r "$d/dst"
+		echo "status rm -r: $?"
+		[ -e "$d/dst" ] && echo "rm -r: dst still exists" ||
+			echo "rm -r: dst gone"
+		echo "ls after rm -r: $(ls -A "$d")"
+		rm -r "$d/src"
+		echo "status rm -r src: $?"
+		rmdir "$d"
+		echo "status rmdir tools: $?"
+	} >"$out" 2>&1
+	rm -f "$d.src.dump" "$d.dst.dump"
+}
+tools "$REF" "$T_TMP/ref.tools"
+tools "$T_MNT" "$T_TMP/kvfs.tools"
+t_expect_none "$T_TMP/ref.tools" 'differs|ZERO|still exists|^status [^:]*: [1-9]' \
+	"reference tools"
+t_compare tools "$T_TMP/ref.tools" "$T_TMP/kvfs.tools"
+
+# cp -a plain -> kvfs and kvfs -> plain preserves everything it can.
+mkdir "$REF/x" || t_fail "mkdir $REF/x"
+t_run "$T_TMP/x.pop" "$T_TMP/x.pop.err" "$VLLM_IO" populate "$REF/x" 1
+t_run "$T_TMP/x.misc" "$T_TMP/x.misc.err" "$ERRNO_BATTERY" -p 1 "$REF/x"
+cp -a "$REF/x" "$T_MNT/from-plain" || t_fail "cp -a plain -> kvfs failed"
+cp -a "$T_MNT/from-plain" "$REF/back" || t_fail "cp -a kvfs -> plain failed"
+t_run "$T_TMP/crossfs.src" "$T_TMP/crossfs.err" \
+	"$TREE_DUMP" -m -C -x "$REF/x"
+t_run "$T_TMP/crossfs.kvfs" "$T_TMP/crossfs.err" \
+	"$TREE_DUMP" -m -C -x "$T_MNT/from-plain"
+t_run "$T_TMP/crossfs.back" "$T_TMP/crossfs.err" \
+	"$TREE_DUMP" -m -C -x "$REF/back"
+t_compare cp-a-plain-to-kvfs "$T_TMP/crossfs.src" "$T_TMP/crossfs.kvfs" 1
+t_compare cp-a-kvfs-to-plain "$T_TMP/crossfs.src" "$T_TMP/crossfs.back" 1
+t_finish

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Client side of the lookup-manager mount test (lookup.sh): the engine's
+ * lookup (access F_OK), store and load sequences, a lookup storm, a lookup
+ * cut short by a signal, and the fault-injection hooks. Prints one line per
+ * outcome; exits 0 unless the program itself could not run.
+ *
+ *   lookup_probe storm PATH NTHREADS      NTHREADS access(F_OK) at once
+ *   lookup_probe store PATH SIZE SEED     tmp O_EXCL|O_DIRECT, write, rename
+ *   lookup_probe load PATH SIZE SEED      O_DIRECT open, one read, compare
+ *   lookup_probe access PATH              access(F_OK)
+ *   lookup_probe interrupt PATH MS        stat, SIGALRM after MS ms
+ *   lookup_probe setxattr PATH NAME VALUE
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+static const char *lp_err(int e)
+{
+	switch (e) {
+	case 0:
+		return "OK";
+	case ENOENT:
+		return "ENOENT";
+	case EIO:
+		return "EIO";
+	case EINTR:
+		return "EINTR";
+	case EEXIST:
+		return "EEXIST";
+	default:
+		return strerror(e);
+	}
+}
+
+/* Deterministic block contents: a xorshift stream seeded per block. */
+static void lp_fill(unsigned char *buf, size_t len, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		buf[i] = (unsigned char)x;
+	}
+}
+
+static void *lp_map(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED) {
+		perror("mmap");
+		exit(2);
+	}
+	return p;
+}
+
+struct lp_storm {
+	const char *path;
+	pthread_barrier_t *bar;
+	int err;
+};
+
+static void *lp_storm_thread(void *arg)
+{
+	struct lp_storm *s = arg;
+
+	pthread_barrier_wait(s->bar);
+	s->err = access(s->path, F_OK) == 0 ? 0 : errno;
+	return NULL;
+}
+
+static int lp_storm(const char *path, int n)
+{
+	struct lp_storm *s = calloc((size_t)n, sizeof(*s));
+	pthread_t *t = calloc((size_t)n, sizeof(*t));
+	int counts[2] = {0, 0}, other = 0;
+	pthread_barrier_t bar;
+
+	if (!s || !t)
+		return 2;
+	pthread_barrier_init(&bar, NULL, (unsigned)n);
+	for (int i = 0; i < n; i++) {
+		s[i] = (struct lp_storm){.path = path, .bar = &bar};
+		if (pthread_create(&t[i], NULL, lp_storm_thread, &s[i]) != 0)
+			return 2;
+	}
+	for (int i = 0; i < n; i++) {
+		pthread_join(t[i], NULL);
+		if (s[i].err == 0)
+			counts[1]++;
+		else if (s[i].err == ENOENT)
+			counts[0]++;
+		else
+			other++;
+	}
+	printf("storm: present=%d absent=%d other=%d\n", counts[1], counts[0],
+	       other);
+	free(s);
+	free(t);
+	return 0;
+}
+
+static int lp_store(const char *path, size_t size, uint64_t seed)
+{
+	unsigned char *buf = lp_map(size);
+	char tmp[4096];
+	ssize_t n;
+	int fd;
+
+	if (access(path, F_OK) == 0) {
+		printf("store: exists\n");
+		return 0;
+	}
+	snprintf(tmp, sizeof(tmp), "%s_%d.tmp", path, (int)getpid());
+	lp_fill(buf, size, seed);
+	fd = open(tmp, O_CREAT | O_EXCL | O_WRONLY | O_TRUNC | O_DIRECT, 0644);
+	if (fd < 0) {
+		printf("store: open %s\n", lp_err(errno));
+		return 0;
+	}
+	n = write(fd, buf, size);
+	if (n != (ssize_t)size) {
+		printf("store: write %s\n", n < 0 ? lp_err(errno) : "short");
+		close(fd);
+		unlink(tmp);
+		return 0;
+	}
+	if (close(fd) < 0) {
+		printf("store: close %s\n", lp_err(errno));
+		unlink(tmp);
+		return 0;
+	}
+	if (rename(tmp, path) < 0) {
+		printf("store: rename %s\n", lp_err(errno));
+		unlink(tmp);
+		return 0;
+	}
+	printf("store: stored\n");
+	return 0;
+}
+
+static int lp_load(const char *path, size_t size, uint64_t seed)
+{
+	unsigned char *buf = lp_map(size), *want = lp_map(size);
+	ssize_t n;
+	int fd;
+
+	lp_fill(want, size, seed);
+	fd = open(path, O_RDONLY | O_DIRECT);
+	if (fd < 0) {
+		printf("load: open %s\n", lp_err(errno));
+		return 0;
+	}
+	n = read(fd, buf, size);
+	if (n < 0)
+		printf("load: read %s\n", lp_err(errno));
+	else if ((size_t)n < size)
+		printf("load: short %zd\n", n);
+	else
+		printf("load: %s\n",
+		       memcmp(buf, want, size) == 0 ? "match" : "MISMATCH");
+	close(fd);
+	return 0;
+}
+
+static void lp_alarm(int sig)
+{
+	(void)sig;
+}
+
+static int lp_interrupt(const char *path, long ms)
+{
+	struct sigaction sa = {.sa_handler = lp_alarm};
+	struct itimerval it = {.it_value = {.tv_sec = ms / 1000,
+					    .tv_usec = (ms % 1000) * 1000}};
+	struct stat st;
+	int rc;
+
+	/* No SA_RESTART: an interrupted stat returns EINTR to us. */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &it, NULL);
+	rc = stat(path, &st) == 0 ? 0 : errno;
+	printf("interrupt: %s\n", rc == ENOENT ? "ENOENT" : lp_err(rc));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && strcmp(argv[1], "storm") == 0)
+		return lp_storm(argv[2], atoi(argv[3]));
+	if (argc == 5 && strcmp(argv[1], "store") == 0)
+		return lp_store(argv[2], strtoull(argv[3], NULL, 0),
+				strtoull(argv[4], NULL, 0));
+	if (argc == 5 && strcmp(argv[1], "load") == 0)
+		return lp_load(argv[2], strtoull(argv[3], NULL, 0),
+			       strtoull(argv[4], NULL, 0));
+	if (argc == 3 && strcmp(argv[1], "access") == 0) {
+		printf("access: %s\n",
+		       lp_err(access(argv[2], F_OK) == 0 ? 0 : errno));
+		return 0;
+	}
+	if (argc == 4 && strcmp(argv[1], "interrupt") == 0)
+		return lp_interrupt(argv[2], atol(argv[3]));
+	if (argc == 5 && strcmp(argv[1], "setxattr") == 0) {
+		int rc =
+			setxattr(argv[2], argv[3], argv[4], strlen(argv[4]), 0);
+
+		printf("setxattr: %s\n", lp_err(rc == 0 ? 0 : errno));
+		return 0;
+	}
+	fprintf(stderr, "usage: see the comment at the top of %s\n", __FILE__);
+	return 2;
+}
