@@ -199,6 +199,37 @@ void store_chunk_crcs(const void *buf, uint64_t len, uint32_t *crcs)
 	}
 }
 
+void store_chunk_crcs_iov(const struct iovec *iov, int iovcnt, uint64_t len,
+			  uint32_t *crcs)
+{
+	uint32_t n = kv_nchunks(len), c = 0;
+	uint64_t in_chunk = 0;
+	uint32_t crc = 0;
+
+	for (int i = 0; i < iovcnt && c < n; i++) {
+		const unsigned char *p = iov[i].iov_base;
+		uint64_t left = iov[i].iov_len;
+
+		while (left > 0 && c < n) {
+			uint64_t clen = len - (uint64_t)c * KV_CHUNK_SIZE;
+			uint64_t take;
+
+			if (clen > KV_CHUNK_SIZE)
+				clen = KV_CHUNK_SIZE;
+			take = clen - in_chunk < left ? clen - in_chunk : left;
+			crc = crc32c(crc, p, take);
+			p += take;
+			left -= take;
+			in_chunk += take;
+			if (in_chunk == clen) {
+				crcs[c++] = crc;
+				crc = 0;
+				in_chunk = 0;
+			}
+		}
+	}
+}
+
 static void store_file_name(char *buf, size_t len, uint32_t id)
 {
 	snprintf(buf, len, "%06u.kvd", id);
@@ -535,24 +566,31 @@ static void store_unreserve(struct store *st, struct store_file *f,
 	store_append_done(st, f->id);
 }
 
+/* Most iovecs in one write; longer payloads go in several. */
+#define STORE_IOV_MAX 1024
+
 static int store_append_rec(struct store *st, uint32_t type, uint64_t ino,
-			    const char *path, const void *buf, uint64_t len,
-			    uint32_t *crcs, struct kv_extent *ext)
+			    const char *path, const struct iovec *data,
+			    int ndata, uint64_t len, uint32_t *crcs,
+			    struct kv_extent *ext)
 {
 	size_t path_len = strlen(path);
 	uint32_t hdr_len = store_hdr_len(len, path_len);
+	struct iovec *iov = NULL;
 	struct store_file *f;
-	struct iovec iov[2];
-	uint64_t off, span;
-	void *hdr;
-	int rc;
+	uint64_t off, span, pos;
+	void *hdr = NULL;
+	int rc, done;
 
 	if (path_len > STORE_PATH_MAX)
 		return -ENAMETOOLONG;
-	if (posix_memalign(&hdr, KV_ALIGN, hdr_len) != 0)
-		return -ENOMEM;
+	iov = calloc((size_t)ndata + 1, sizeof(*iov));
+	if (!iov || posix_memalign(&hdr, KV_ALIGN, hdr_len) != 0) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
 	if (len)
-		store_chunk_crcs(buf, len, crcs);
+		store_chunk_crcs_iov(data, ndata, len, crcs);
 	store_hdr_encode(hdr, type, atomic_fetch_add(&st->seq, 1), ino, len,
 			 crcs, path, path_len);
 	span = hdr_len + kv_align_up(len);
@@ -560,9 +598,21 @@ static int store_append_rec(struct store *st, uint32_t type, uint64_t ino,
 	if (rc < 0)
 		goto out_free;
 	iov[0] = (struct iovec){.iov_base = hdr, .iov_len = hdr_len};
-	iov[1] = (struct iovec){.iov_base = (void *)buf,
-				.iov_len = kv_align_up(len)};
-	rc = store_write_all(st, f->fd, iov, len ? 2 : 1, off);
+	if (ndata > 0)
+		memcpy(iov + 1, data, (size_t)ndata * sizeof(*iov));
+	/* store_write_all consumes the iovecs it was given. */
+	for (done = 0, pos = off; rc == 0 && done < ndata + 1;) {
+		int cnt = ndata + 1 - done;
+		uint64_t bytes = 0;
+
+		if (cnt > STORE_IOV_MAX)
+			cnt = STORE_IOV_MAX;
+		for (int i = 0; i < cnt; i++)
+			bytes += iov[done + i].iov_len;
+		rc = store_write_all(st, f->fd, iov + done, cnt, pos);
+		done += cnt;
+		pos += bytes;
+	}
 	if (rc == 0 && st->durable)
 		rc = st->ops.sync(st->ops.ctx, f->fd);
 	if (rc < 0) {
@@ -579,15 +629,26 @@ static int store_append_rec(struct store *st, uint32_t type, uint64_t ino,
 	atomic_fetch_add(&st->stats.append_bytes, span);
 out_free:
 	free(hdr);
+	free(iov);
 	return rc;
+}
+
+int store_append_iov(struct store *st, uint64_t ino, const char *path,
+		     const struct iovec *iov, int iovcnt, uint64_t len,
+		     uint32_t *crcs, struct kv_extent *ext)
+{
+	return store_append_rec(st, STORE_REC_DATA, ino, path, iov,
+				len ? iovcnt : 0, len, crcs, ext);
 }
 
 int store_append(struct store *st, uint64_t ino, const char *path,
 		 const void *buf, uint64_t len, uint32_t *crcs,
 		 struct kv_extent *ext)
 {
-	return store_append_rec(st, STORE_REC_DATA, ino, path, buf, len, crcs,
-				ext);
+	struct iovec iov = {.iov_base = (void *)buf,
+			    .iov_len = kv_align_up(len)};
+
+	return store_append_iov(st, ino, path, &iov, 1, len, crcs, ext);
 }
 
 int store_append_name(struct store *st, uint64_t ino, const char *path)
@@ -595,7 +656,7 @@ int store_append_name(struct store *st, uint64_t ino, const char *path)
 	struct kv_extent ext;
 	int rc;
 
-	rc = store_append_rec(st, STORE_REC_NAME, ino, path, NULL, 0, NULL,
+	rc = store_append_rec(st, STORE_REC_NAME, ino, path, NULL, 0, 0, NULL,
 			      &ext);
 	if (rc == 0)
 		store_append_done(st, ext.file_id);

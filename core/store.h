@@ -32,6 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/uio.h>
+
 #include "kvtypes.h"
 #include "store_io.h"
 
@@ -93,6 +95,9 @@ int store_hdr_decode(const void *hdr, size_t avail, struct store_hdr *out);
 
 /* CRC32C of each KV_CHUNK_SIZE chunk of buf (kv_nchunks(len) values). */
 void store_chunk_crcs(const void *buf, uint64_t len, uint32_t *crcs);
+/* The same over the first len bytes held by iov[0..iovcnt). */
+void store_chunk_crcs_iov(const struct iovec *iov, int iovcnt, uint64_t len,
+			  uint32_t *crcs);
 
 /*
  * Appends a data record for inode ino at path (borrowed) whose payload is
@@ -106,6 +111,14 @@ void store_chunk_crcs(const void *buf, uint64_t len, uint32_t *crcs);
 int store_append(struct store *st, uint64_t ino, const char *path,
 		 const void *buf, uint64_t len, uint32_t *crcs,
 		 struct kv_extent *ext);
+/*
+ * store_append() with the payload in iovcnt pieces: each piece's base and
+ * length KV_ALIGN-aligned, together kv_align_up(len) bytes, the tail past
+ * len zeroed by the caller.
+ */
+int store_append_iov(struct store *st, uint64_t ino, const char *path,
+		     const struct iovec *iov, int iovcnt, uint64_t len,
+		     uint32_t *crcs, struct kv_extent *ext);
 /* Appends a name record: ino is now called path. */
 int store_append_name(struct store *st, uint64_t ino, const char *path);
 /* The append of a record in file_id is committed or abandoned. */

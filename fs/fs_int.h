@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "index.h"
@@ -34,6 +35,10 @@ struct stat;
 
 /* Control files live on inodes from here up; the index never gets there. */
 #define FS_CTL_INO (1ull << 62)
+/* Write buffers come in segments of this size (a KV_CHUNK_SIZE multiple). */
+#define NODE_SEG (1u << 20)
+/* Idle segments kept for reuse, so stores do not fault in fresh pages. */
+#define NODE_SEG_POOL 64
 /* Files that may have a read fault injected at once. */
 #define FS_MAX_FAULTS 64
 
@@ -64,10 +69,14 @@ struct node {
 	uint32_t *crcs;	      /* CRCs of attr.ext, protected by rw */
 	uint32_t ncrcs;
 	int crcs_loaded;
-	char *buf;  /* unsaved bytes of the whole file, protected by rw */
-	size_t cap; /* bytes at buf; [attr.size, cap) are zero */
+	/*
+	 * Unsaved bytes of the whole file, in NODE_SEG-byte segments
+	 * (protected by rw). Bytes before attr.size are the file's; the rest
+	 * are undefined until written or zeroed.
+	 */
+	char **segs;
+	size_t nsegs;
 	int dirty;
-	uint64_t charged; /* bytes counted in fs->dirty_bytes */
 	/* protected by fs->nodes_lock */
 	uint64_t nlookup;
 	unsigned nopen;
@@ -96,7 +105,10 @@ struct fs {
 
 	pthread_mutex_t dirty_lock;
 	pthread_cond_t dirty_cond;
-	uint64_t dirty_bytes;		  /* protected by dirty_lock */
+	uint64_t dirty_bytes; /* protected by dirty_lock */
+	char *seg_pool
+		[NODE_SEG_POOL]; /* idle segments, protected by dirty_lock */
+	size_t nseg_pool;
 	atomic_uint_fast64_t dropped;	  /* torn blocks dropped */
 	atomic_uint_fast64_t quarantined; /* blocks quarantined */
 
@@ -149,8 +161,17 @@ void node_free_extent(struct fs *fs, const struct kv_extent *ext);
 int node_flush_locked(struct fs *fs, struct node *n);
 /* Loads n's current bytes into its write buffer. n->rw exclusive. */
 int node_make_dirty(struct fs *fs, struct node *n);
-/* Grows n's buffer to hold size bytes (zero-filled). n->rw exclusive. */
+/* Grows n's buffer to hold size bytes (undefined). n->rw exclusive. */
 int node_reserve(struct fs *fs, struct node *n, uint64_t size);
+/* Copies len bytes into n's buffer at off (reserved). n->rw exclusive. */
+void node_copy_in(struct node *n, uint64_t off, const void *buf, size_t len);
+/* Zeroes [off, off + len) of n's buffer (reserved). n->rw exclusive. */
+void node_zero(struct node *n, uint64_t off, uint64_t len);
+/*
+ * Points iov at [off, off + len) of n's buffer; returns the count used
+ * (at most len / NODE_SEG + 2). n->rw held.
+ */
+int node_iov(struct node *n, uint64_t off, uint64_t len, struct iovec *iov);
 /* Drops n's unsaved bytes, back to the persisted state. n->rw exclusive. */
 void node_discard(struct fs *fs, struct node *n);
 /* Flushes every dirty node (at unmount). */

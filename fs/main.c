@@ -449,8 +449,10 @@ int main(int argc, char **argv)
 		}
 	}
 	/* Threads do not survive fork(): start them after daemonizing. */
-	if (notify_start(&fs.notify, fs.se) < 0 || kvfs_start_vc(&fs) < 0) {
-		log_err("cannot start the notifier and probe threads");
+	if (notify_start(&fs.notify, fs.se) < 0 || kvfs_start_vc(&fs) < 0 ||
+	    idx_start_checkpointer(fs.idx) < 0) {
+		log_err("cannot start the notifier, probe and checkpoint "
+			"threads");
 		ret = 1;
 		goto out_unmount;
 	}

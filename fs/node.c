@@ -34,7 +34,7 @@ static void node_destroy(struct node *n)
 {
 	pthread_rwlock_destroy(&n->rw);
 	free(n->crcs);
-	free(n->buf);
+	free(n->segs);
 	free(n->name);
 	free(n);
 }
@@ -55,6 +55,8 @@ void node_table_free(struct fs *fs)
 	}
 	free(fs->nodes);
 	fs->nodes = NULL;
+	while (fs->nseg_pool > 0)
+		free(fs->seg_pool[--fs->nseg_pool]);
 	pthread_mutex_destroy(&fs->nodes_lock);
 	pthread_mutex_destroy(&fs->dirty_lock);
 	pthread_cond_destroy(&fs->dirty_cond);
@@ -286,58 +288,98 @@ void node_release_inode(struct fs *fs, uint64_t ino)
 	node_free_extent(fs, &ext);
 }
 
-static void node_uncharge(struct fs *fs, struct node *n)
+/*
+ * A segment for n's buffer, counted against the dirty limit. A file that
+ * holds no unsaved bytes yet waits while the budget is spent; one already
+ * being written may always grow (up to max_file_size), so writers never
+ * wait on each other in a cycle.
+ */
+static char *node_seg_get(struct fs *fs, struct node *n)
 {
-	if (!n->charged)
-		return;
+	char *seg = NULL;
+	void *p;
+
 	pthread_mutex_lock(&fs->dirty_lock);
-	fs->dirty_bytes -= n->charged;
+	while (n->nsegs == 0 && fs->dirty_bytes > 0 &&
+	       fs->dirty_bytes + NODE_SEG > fs->cfg.dirty_limit)
+		pthread_cond_wait(&fs->dirty_cond, &fs->dirty_lock);
+	if (fs->nseg_pool > 0)
+		seg = fs->seg_pool[--fs->nseg_pool];
+	fs->dirty_bytes += NODE_SEG;
+	pthread_mutex_unlock(&fs->dirty_lock);
+	if (seg)
+		return seg;
+	if (posix_memalign(&p, KV_ALIGN, NODE_SEG) == 0)
+		return p;
+	pthread_mutex_lock(&fs->dirty_lock);
+	fs->dirty_bytes -= NODE_SEG;
 	pthread_cond_broadcast(&fs->dirty_cond);
 	pthread_mutex_unlock(&fs->dirty_lock);
-	n->charged = 0;
-}
-
-/*
- * Counts grow more bytes against the dirty limit. A file that holds no
- * unsaved bytes yet waits while the budget is spent; one already being
- * written may always grow (up to max_file_size), so writers never wait on
- * each other in a cycle.
- */
-static void node_charge(struct fs *fs, struct node *n, uint64_t grow)
-{
-	pthread_mutex_lock(&fs->dirty_lock);
-	while (n->charged == 0 && fs->dirty_bytes > 0 &&
-	       fs->dirty_bytes + grow > fs->cfg.dirty_limit)
-		pthread_cond_wait(&fs->dirty_cond, &fs->dirty_lock);
-	fs->dirty_bytes += grow;
-	pthread_mutex_unlock(&fs->dirty_lock);
-	n->charged += grow;
+	return NULL;
 }
 
 int node_reserve(struct fs *fs, struct node *n, uint64_t size)
 {
-	uint64_t need = kv_align_up(size);
-	uint64_t ncap;
-	void *nb;
+	size_t need = (size_t)((size + NODE_SEG - 1) / NODE_SEG);
+	char **ns;
 
-	if (need <= n->cap && n->buf)
+	if (need <= n->nsegs)
 		return 0;
-	ncap = n->cap ? n->cap : KV_ALIGN;
-	while (ncap < need)
-		ncap *= 2;
-	/* Doubling past what was asked for wastes memory on big stores. */
-	if (ncap > need && ncap - need > (64u << 20))
-		ncap = need;
-	if (posix_memalign(&nb, KV_ALIGN, ncap) != 0)
+	ns = realloc(n->segs, need * sizeof(*ns));
+	if (!ns)
 		return -ENOMEM;
-	if (n->buf)
-		memcpy(nb, n->buf, n->cap);
-	memset((char *)nb + n->cap, 0, ncap - n->cap);
-	free(n->buf);
-	node_charge(fs, n, ncap - n->cap);
-	n->buf = nb;
-	n->cap = ncap;
+	n->segs = ns;
+	while (n->nsegs < need) {
+		ns[n->nsegs] = node_seg_get(fs, n);
+		if (!ns[n->nsegs])
+			return -ENOMEM;
+		n->nsegs++;
+	}
 	return 0;
+}
+
+void node_copy_in(struct node *n, uint64_t off, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		size_t in = (size_t)(off % NODE_SEG);
+		size_t take = NODE_SEG - in < len ? NODE_SEG - in : len;
+
+		memcpy(n->segs[off / NODE_SEG] + in, p, take);
+		p += take;
+		off += take;
+		len -= take;
+	}
+}
+
+void node_zero(struct node *n, uint64_t off, uint64_t len)
+{
+	while (len > 0) {
+		size_t in = (size_t)(off % NODE_SEG);
+		size_t take = NODE_SEG - in < len ? NODE_SEG - in : (size_t)len;
+
+		memset(n->segs[off / NODE_SEG] + in, 0, take);
+		off += take;
+		len -= take;
+	}
+}
+
+int node_iov(struct node *n, uint64_t off, uint64_t len, struct iovec *iov)
+{
+	int cnt = 0;
+
+	while (len > 0) {
+		size_t in = (size_t)(off % NODE_SEG);
+		size_t take = NODE_SEG - in < len ? NODE_SEG - in : (size_t)len;
+
+		iov[cnt++] =
+			(struct iovec){.iov_base = n->segs[off / NODE_SEG] + in,
+				       .iov_len = take};
+		off += take;
+		len -= take;
+	}
+	return cnt;
 }
 
 int node_make_dirty(struct fs *fs, struct node *n)
@@ -357,17 +399,19 @@ int node_make_dirty(struct fs *fs, struct node *n)
 		n->crcs_loaded = 1;
 	}
 	while (off < size) {
+		uint64_t piece = NODE_SEG - off % NODE_SEG;
 		const void *data;
 		size_t got;
 
-		rc = store_read(fs->store, &n->attr.ext, n->crcs, off,
-				size - off > (1u << 20) ? 1u << 20 : size - off,
+		if (piece > size - off)
+			piece = size - off;
+		rc = store_read(fs->store, &n->attr.ext, n->crcs, off, piece,
 				&data, &got);
 		if (rc < 0)
 			return rc;
 		if (got == 0)
 			return -EIO;
-		memcpy(n->buf + off, data, got);
+		node_copy_in(n, off, data, got);
 		off += got;
 	}
 	n->dirty = 1;
@@ -376,32 +420,51 @@ int node_make_dirty(struct fs *fs, struct node *n)
 
 void node_discard(struct fs *fs, struct node *n)
 {
-	free(n->buf);
-	n->buf = NULL;
-	n->cap = 0;
+	size_t freed = 0;
+
+	pthread_mutex_lock(&fs->dirty_lock);
+	while (n->nsegs > 0) {
+		char *seg = n->segs[--n->nsegs];
+
+		if (fs->nseg_pool < NODE_SEG_POOL)
+			fs->seg_pool[fs->nseg_pool++] = seg;
+		else
+			free(seg);
+		freed++;
+	}
+	fs->dirty_bytes -= freed * NODE_SEG;
+	if (freed)
+		pthread_cond_broadcast(&fs->dirty_cond);
+	pthread_mutex_unlock(&fs->dirty_lock);
+	free(n->segs);
+	n->segs = NULL;
 	n->dirty = 0;
-	node_uncharge(fs, n);
 }
 
 int node_flush_locked(struct fs *fs, struct node *n)
 {
 	struct kv_extent ext = {0}, old;
-	uint32_t *crcs = NULL;
 	uint64_t size = n->attr.size;
+	struct iovec *iov = NULL;
+	uint32_t *crcs = NULL;
 	char *path = NULL;
-	int rc;
+	int rc, cnt;
 
 	if (!n->dirty)
 		return 0;
 	if (size > 0) {
 		crcs = calloc(kv_nchunks(size), sizeof(*crcs));
+		iov = calloc(n->nsegs + 1, sizeof(*iov));
 		path = node_path(fs, n);
-		if (!crcs || !path) {
+		if (!crcs || !iov || !path) {
 			rc = -ENOMEM;
 			goto out_free;
 		}
-		rc = store_append(fs->store, n->ino, path, n->buf, size, crcs,
-				  &ext);
+		/* Records end on a KV_ALIGN boundary: zero the padding. */
+		node_zero(n, size, kv_align_up(size) - size);
+		cnt = node_iov(n, 0, kv_align_up(size), iov);
+		rc = store_append_iov(fs->store, n->ino, path, iov, cnt, size,
+				      crcs, &ext);
 		if (rc < 0)
 			goto out_free;
 	}
@@ -428,6 +491,7 @@ out_free:
 		log_warn("cannot save %s (inode %llu, %llu bytes): %s",
 			 path ? path : "?", (unsigned long long)n->ino,
 			 (unsigned long long)size, strerror(-rc));
+	free(iov);
 	free(crcs);
 	free(path);
 	return rc;

@@ -21,6 +21,10 @@
 #include "fs_int.h"
 #include "notify.h"
 
+/* Largest read the kernel sends (1 MiB requests), and its iovecs. */
+#define FS_MAX_READ (1u << 20)
+#define FS_READ_IOV (FS_MAX_READ / NODE_SEG + 2)
+
 /* An open file: fi->fh. */
 struct fs_handle {
 	struct node *n;
@@ -51,8 +55,14 @@ static void fs_reply_err(fuse_req_t req, int rc)
 
 static struct timespec fs_ts(int64_t ns)
 {
-	return (struct timespec){.tv_sec = ns / 1000000000,
-				 .tv_nsec = ns % 1000000000};
+	/* Floor division: times before 1970 keep tv_nsec in [0, 1e9). */
+	int64_t sec = ns / 1000000000, nsec = ns % 1000000000;
+
+	if (nsec < 0) {
+		sec--;
+		nsec += 1000000000;
+	}
+	return (struct timespec){.tv_sec = sec, .tv_nsec = nsec};
 }
 
 void fs_fill_stat(struct stat *st, const struct idx_attr *a)
@@ -225,8 +235,8 @@ static int fs_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
 		rc = node_reserve(fs, n, size);
 		if (rc < 0)
 			return rc;
-		if (size < old)
-			memset(n->buf + size, 0, old - size);
+		if (size > old)
+			node_zero(n, old, size - old);
 	}
 	n->attr.size = size;
 	n->attr.mtime_ns = now;
@@ -565,6 +575,9 @@ static int fs_open_node(struct fs *fs, struct node *n,
 	fi->fh = (uint64_t)(uintptr_t)h;
 	/* Blocks are written once: keep their pages across opens. */
 	fi->keep_cache = 1;
+	/* Nothing to save on close of a read-only open: skip FLUSH. */
+	if ((fi->flags & O_ACCMODE) == O_RDONLY)
+		fi->noflush = 1;
 	return 0;
 }
 
@@ -640,6 +653,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 	struct fs *fs = fs_of(req);
+	struct iovec iov[FS_READ_IOV];
 	const void *data;
 	struct node *n;
 	size_t got = 0;
@@ -655,10 +669,27 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if ((uint64_t)off >= n->attr.size) {
 		data = NULL;
 	} else if (n->dirty) {
-		data = n->buf + off;
 		got = n->attr.size - (uint64_t)off < size
 			      ? n->attr.size - (uint64_t)off
 			      : size;
+		if (got <= FS_MAX_READ) {
+			fuse_reply_iov(req, iov,
+				       node_iov(n, (uint64_t)off, got, iov));
+		} else {
+			/* Not sent by this kernel (1 MiB requests): slow path. */
+			struct iovec *big =
+				calloc(got / NODE_SEG + 2, sizeof(*big));
+
+			if (big)
+				fuse_reply_iov(
+					req, big,
+					node_iov(n, (uint64_t)off, got, big));
+			else
+				fuse_reply_err(req, ENOMEM);
+			free(big);
+		}
+		pthread_rwlock_unlock(&n->rw);
+		return;
 	} else {
 #ifdef KVFS_FAULT_INJECTION
 		rc = fs_fault_read(fs, ino);
@@ -709,7 +740,11 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	if (rc == 0)
 		rc = node_reserve(fs, n, end);
 	if (rc == 0) {
-		memcpy(n->buf + off, buf, size);
+		/* A write past the end leaves a hole that reads as zeros. */
+		if ((uint64_t)off > n->attr.size)
+			node_zero(n, n->attr.size,
+				  (uint64_t)off - n->attr.size);
+		node_copy_in(n, (uint64_t)off, buf, size);
 		if (end > n->attr.size)
 			n->attr.size = end;
 		n->attr.mtime_ns = now;

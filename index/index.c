@@ -65,6 +65,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,8 @@
 #include "log.h"
 
 #define IDX_BUSY_TIMEOUT_MS 5000
+/* WAL pages after which the checkpointer copies the log back. */
+#define IDX_CK_FRAMES 1000
 /* XATTR_NAME_MAX and XATTR_SIZE_MAX of <linux/limits.h>. */
 #define IDX_XATTR_NAME_MAX 255
 #define IDX_XATTR_SIZE_MAX 65536
@@ -250,6 +253,14 @@ struct idx {
 	sqlite3_stmt *st[IDX_NSTMT]; /* protected by lock, reset after use */
 	int opening; /* protected by lock: idx_open() is checking the file */
 	char *path;  /* read-only after idx_open(), for log lines */
+
+	/* The checkpointer (idx_start_checkpointer), with its own lock. */
+	pthread_mutex_t ck_lock;
+	pthread_cond_t ck_cond;
+	pthread_t ck_thread;
+	int ck_running; /* written before the thread starts / after it ends */
+	int ck_stop;	/* protected by ck_lock */
+	int ck_frames; /* WAL frames at the last commit, protected by ck_lock */
 };
 
 static void idx_lock(struct idx *idx)
@@ -910,6 +921,8 @@ int idx_open(struct idx **out, const char *path, uint32_t root_mode,
 		rc = -rc;
 		goto out_free_path;
 	}
+	pthread_mutex_init(&idx->ck_lock, NULL);
+	pthread_cond_init(&idx->ck_cond, NULL);
 	idx_lock(idx);
 	rc = idx_open_db(idx, root_mode, root_uid, root_gid);
 	idx_unlock(idx);
@@ -922,11 +935,107 @@ out_close_db:
 	idx_finalize_all(idx);
 	sqlite3_close(idx->db);
 	pthread_mutex_destroy(&idx->lock);
+	pthread_mutex_destroy(&idx->ck_lock);
+	pthread_cond_destroy(&idx->ck_cond);
 out_free_path:
 	free(idx->path);
 out_free:
 	free(idx);
 	return rc;
+}
+
+/*
+ * After each commit (main connection, idx->lock held): wake the
+ * checkpointer once the log has grown past IDX_CK_FRAMES pages.
+ */
+static int idx_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+	struct idx *idx = arg;
+
+	pthread_mutex_lock(&idx->ck_lock);
+	idx->ck_frames = frames;
+	if (frames >= IDX_CK_FRAMES)
+		pthread_cond_signal(&idx->ck_cond);
+	pthread_mutex_unlock(&idx->ck_lock);
+	return SQLITE_OK;
+}
+
+/*
+ * Copies the WAL back into the database from a connection of its own, so
+ * that the fsyncs of a checkpoint never run under idx->lock: writers keep
+ * committing meanwhile (a PASSIVE checkpoint takes no writer lock). Runs
+ * when the log is long, and once a second while it is not empty.
+ */
+static void *idx_checkpointer(void *arg)
+{
+	struct idx *idx = arg;
+	sqlite3 *db = NULL;
+	struct timespec ts;
+	int rc;
+
+	rc = sqlite3_open_v2(idx->path, &db,
+			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		log_err("%s: checkpointer cannot open the index: %s", idx->path,
+			sqlite3_errstr(rc));
+		sqlite3_close(db);
+		return NULL;
+	}
+	sqlite3_busy_timeout(db, 5000);
+	pthread_mutex_lock(&idx->ck_lock);
+	while (!idx->ck_stop) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		if (idx->ck_frames < IDX_CK_FRAMES)
+			pthread_cond_timedwait(&idx->ck_cond, &idx->ck_lock,
+					       &ts);
+		if (idx->ck_stop || idx->ck_frames == 0)
+			continue;
+		idx->ck_frames = 0;
+		pthread_mutex_unlock(&idx->ck_lock);
+		rc = sqlite3_wal_checkpoint_v2(
+			db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+		if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+			log_warn("%s: checkpoint: %s", idx->path,
+				 sqlite3_errmsg(db));
+		pthread_mutex_lock(&idx->ck_lock);
+	}
+	pthread_mutex_unlock(&idx->ck_lock);
+	sqlite3_close(db);
+	return NULL;
+}
+
+int idx_start_checkpointer(struct idx *idx)
+{
+	sigset_t all, old;
+	int rc;
+
+	if (idx->ck_running)
+		return 0;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = pthread_create(&idx->ck_thread, NULL, idx_checkpointer, idx);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+		return -rc;
+	idx->ck_running = 1;
+	idx_lock(idx);
+	sqlite3_wal_autocheckpoint(idx->db, 0);
+	sqlite3_wal_hook(idx->db, idx_wal_hook, idx);
+	idx_unlock(idx);
+	return 0;
+}
+
+static void idx_stop_checkpointer(struct idx *idx)
+{
+	if (!idx->ck_running)
+		return;
+	pthread_mutex_lock(&idx->ck_lock);
+	idx->ck_stop = 1;
+	pthread_cond_signal(&idx->ck_cond);
+	pthread_mutex_unlock(&idx->ck_lock);
+	pthread_join(idx->ck_thread, NULL);
+	idx->ck_running = 0;
 }
 
 void idx_close(struct idx *idx)
@@ -935,6 +1044,7 @@ void idx_close(struct idx *idx)
 
 	if (!idx)
 		return;
+	idx_stop_checkpointer(idx);
 	idx_lock(idx);
 	rc = sqlite3_wal_checkpoint_v2(idx->db, NULL,
 				       SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
@@ -946,6 +1056,8 @@ void idx_close(struct idx *idx)
 		log_err("%s: close: %s", idx->path, sqlite3_errstr(rc));
 	idx_unlock(idx);
 	pthread_mutex_destroy(&idx->lock);
+	pthread_mutex_destroy(&idx->ck_lock);
+	pthread_cond_destroy(&idx->ck_cond);
 	free(idx->path);
 	free(idx);
 }

@@ -59,6 +59,14 @@ struct idx_attr {
  */
 int idx_open(struct idx **out, const char *path, uint32_t root_mode,
 	     uint32_t root_uid, uint32_t root_gid);
+/*
+ * Starts a thread that checkpoints the WAL from its own connection, so
+ * commits never wait for a checkpoint's fsyncs (without it SQLite
+ * checkpoints inside whichever commit fills the log). Call it in the
+ * process that will use idx (threads do not survive fork); idx_close()
+ * stops it.
+ */
+int idx_start_checkpointer(struct idx *idx);
 /* Checkpoints the WAL and closes. Accepts NULL. */
 void idx_close(struct idx *idx);
 

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Store/load throughput with vLLM's exact sequences (vllm-fs-tier.md): a
+ * benchmark helper, it prints numbers and judges none.
+ *
+ *   store_load store DIR SIZE NBLOCKS THREADS
+ *       access(dest) -> mkdir -p -> open(tmp, O_CREAT|O_EXCL|O_WRONLY|
+ *       O_TRUNC|O_DIRECT) -> one write -> close -> rename, per block
+ *   store_load load DIR SIZE NBLOCKS THREADS direct|buffered
+ *       open(O_RDONLY[|O_DIRECT]) -> one read -> close, per block; the
+ *       first 8 bytes of each block are checked
+ * Prints: "OP MiB/s p50_ms p99_ms errors".
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+struct sl_job {
+	const char *dir;
+	size_t size;
+	int from, to;
+	int store;
+	int direct;
+	double *lat; /* seconds per block, indexed by block */
+	long errors;
+};
+
+static double sl_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The engine's layout: <dir>/<h3>/<h2>_g0/<hex>.bin */
+#define SL_PATH 4096
+
+/* leaf holds SL_PATH bytes, dest SL_PATH + 32. */
+static void sl_paths(char *leaf, char *dest, const char *dir, int i)
+{
+	char hex[17];
+
+	snprintf(hex, sizeof(hex), "%016llx",
+		 (unsigned long long)(i * 0x9e3779b97f4a7c15ull));
+	snprintf(leaf, SL_PATH, "%.4000s/%.3s/%.2s_g0", dir, hex, hex + 3);
+	snprintf(dest, SL_PATH + 32, "%s/%s.bin", leaf, hex);
+}
+
+static int sl_mkdirs(char *path)
+{
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0777) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(path, 0777) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int sl_store_one(struct sl_job *j, unsigned char *buf, int i)
+{
+	char leaf[SL_PATH], dest[SL_PATH + 32], tmp[SL_PATH + 64];
+	int fd;
+
+	sl_paths(leaf, dest, j->dir, i);
+	if (access(dest, F_OK) == 0)
+		return 0;
+	if (sl_mkdirs(leaf) < 0)
+		return -1;
+	snprintf(tmp, sizeof(tmp), "%s_%lu.tmp", dest,
+		 (unsigned long)pthread_self() % 1000000);
+	fd = open(tmp, O_CREAT | O_EXCL | O_WRONLY | O_TRUNC | O_DIRECT, 0644);
+	if (fd < 0)
+		return -1;
+	memcpy(buf, &i, sizeof(i));
+	if (write(fd, buf, j->size) != (ssize_t)j->size) {
+		close(fd);
+		unlink(tmp);
+		return -1;
+	}
+	if (close(fd) < 0 || rename(tmp, dest) < 0) {
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+static int sl_load_one(struct sl_job *j, unsigned char *buf, int i)
+{
+	char leaf[SL_PATH], dest[SL_PATH + 32];
+	ssize_t n;
+	int fd, got;
+
+	sl_paths(leaf, dest, j->dir, i);
+	fd = open(dest, O_RDONLY | (j->direct ? O_DIRECT : 0));
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, j->size);
+	close(fd);
+	memcpy(&got, buf, sizeof(got));
+	return n == (ssize_t)j->size && got == i ? 0 : -1;
+}
+
+static void *sl_thread(void *arg)
+{
+	struct sl_job *j = arg;
+	unsigned char *buf;
+
+	buf = mmap(NULL, j->size, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED) {
+		j->errors = j->to - j->from;
+		return NULL;
+	}
+	memset(buf, 0x5a, j->size);
+	for (int i = j->from; i < j->to; i++) {
+		double t0 = sl_now();
+		int rc = j->store ? sl_store_one(j, buf, i)
+				  : sl_load_one(j, buf, i);
+
+		j->lat[i] = sl_now() - t0;
+		if (rc < 0)
+			j->errors++;
+	}
+	munmap(buf, j->size);
+	return NULL;
+}
+
+static int sl_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	struct sl_job *jobs;
+	pthread_t *t;
+	double *lat, t0, dt;
+	long errors = 0;
+	size_t size;
+	int n, nthreads, store;
+
+	if (argc < 6 ||
+	    (strcmp(argv[1], "store") != 0 && strcmp(argv[1], "load") != 0)) {
+		fprintf(stderr, "usage: see the comment in %s\n", __FILE__);
+		return 2;
+	}
+	store = strcmp(argv[1], "store") == 0;
+	size = strtoull(argv[3], NULL, 0);
+	n = atoi(argv[4]);
+	nthreads = atoi(argv[5]);
+	jobs = calloc((size_t)nthreads, sizeof(*jobs));
+	t = calloc((size_t)nthreads, sizeof(*t));
+	lat = calloc((size_t)n, sizeof(*lat));
+	if (!jobs || !t || !lat || n <= 0 || nthreads <= 0)
+		return 2;
+	t0 = sl_now();
+	for (int i = 0; i < nthreads; i++) {
+		jobs[i] = (struct sl_job){
+			.dir = argv[2],
+			.size = size,
+			.from = (int)((long)n * i / nthreads),
+			.to = (int)((long)n * (i + 1) / nthreads),
+			.store = store,
+			.direct = store ||
+				  (argc > 6 && strcmp(argv[6], "direct") == 0),
+			.lat = lat};
+		pthread_create(&t[i], NULL, sl_thread, &jobs[i]);
+	}
+	for (int i = 0; i < nthreads; i++) {
+		pthread_join(t[i], NULL);
+		errors += jobs[i].errors;
+	}
+	dt = sl_now() - t0;
+	qsort(lat, (size_t)n, sizeof(*lat), sl_cmp);
+	printf("%s %.1f %.3f %.3f %ld\n", argv[1],
+	       (double)size * n / (1024.0 * 1024.0) / dt, lat[n / 2] * 1e3,
+	       lat[(int)(n * 0.99) < n ? (int)(n * 0.99) : n - 1] * 1e3,
+	       errors);
+	free(jobs);
+	free(t);
+	free(lat);
+	return errors ? 1 : 0;
+}
