@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +41,7 @@ struct store {
 	int data_fd; /* DATADIR/data, O_PATH|O_DIRECTORY */
 	struct store_io_ops ops;
 	uint64_t file_max;
+	uint64_t reserve; /* see store_config.reserve */
 	int durable;
 	/* Lock order: a lane's lock before files_lock. */
 	pthread_mutex_t files_lock;
@@ -53,7 +55,7 @@ struct store {
 	struct {
 		atomic_uint_fast64_t appends, append_bytes, reads, read_bytes;
 		atomic_uint_fast64_t frees, files_removed, short_records;
-		atomic_uint_fast64_t crc_errors, io_errors;
+		atomic_uint_fast64_t crc_errors, io_errors, enospc;
 	} stats;
 };
 
@@ -403,6 +405,7 @@ int store_open(struct store **out, const char *datadir,
 	st->ops = ops ? *ops : store_io_uring;
 	st->file_max = cfg && cfg->file_max ? cfg->file_max : STORE_FILE_MAX;
 	st->durable = cfg ? cfg->durable : 0;
+	st->reserve = cfg ? cfg->reserve : 0;
 	st->nlanes = cfg && cfg->nlanes ? cfg->nlanes : STORE_DEFAULT_LANES;
 	st->next_id = 1;
 	pthread_mutex_init(&st->files_lock, NULL);
@@ -426,6 +429,14 @@ int store_open(struct store **out, const char *datadir,
 		rc = -errno;
 		log_err("cannot open %s: %s", path, strerror(-rc));
 		goto out_free;
+	}
+	if (st->reserve == 0) {
+		struct statvfs sv;
+
+		st->reserve = 64ull << 20;
+		if (fstatvfs(st->data_fd, &sv) == 0 &&
+		    (uint64_t)sv.f_blocks * sv.f_frsize / 100 < st->reserve)
+			st->reserve = (uint64_t)sv.f_blocks * sv.f_frsize / 100;
 	}
 	rc = store_scan_ids(st);
 	if (rc < 0) {
@@ -520,6 +531,19 @@ static struct store_lane *store_lane_of_thread(struct store *st)
 	return &st->lanes[store_my_lane % st->nlanes];
 }
 
+/* -ENOSPC when span more bytes would leave less than the reserve free. */
+static int store_check_space(struct store *st, uint64_t span)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(st->data_fd, &sv) < 0)
+		return 0; /* let the write itself tell */
+	if ((uint64_t)sv.f_bavail * sv.f_frsize >= span + st->reserve)
+		return 0;
+	atomic_fetch_add(&st->stats.enospc, 1);
+	return -ENOSPC;
+}
+
 /*
  * Reserves span bytes in the calling thread's active data file and pins the
  * file with a pending append.
@@ -528,7 +552,11 @@ static int store_reserve(struct store *st, uint64_t span,
 			 struct store_file **file, uint64_t *off)
 {
 	struct store_lane *l = store_lane_of_thread(st);
-	int rc = 0;
+	int rc;
+
+	rc = store_check_space(st, span);
+	if (rc < 0)
+		return rc;
 
 	pthread_mutex_lock(&l->lock);
 	if (!l->file || (l->tail > 0 && l->tail + span > st->file_max) ||
@@ -872,4 +900,5 @@ void store_get_stats(struct store *st, struct store_stats *out)
 	out->short_records = atomic_load(&st->stats.short_records);
 	out->crc_errors = atomic_load(&st->stats.crc_errors);
 	out->io_errors = atomic_load(&st->stats.io_errors);
+	out->enospc = atomic_load(&st->stats.enospc);
 }

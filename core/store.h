@@ -52,6 +52,12 @@ struct store_config {
 	unsigned nlanes; /* active data files, one per writer thread in turn */
 	uint64_t file_max; /* rotate a data file past this size; 0: default */
 	int durable; /* fdatasync each record before store_append returns */
+	/*
+	 * Free space on the backing filesystem that appends leave alone, so
+	 * the index can still commit (and so free space) when data has
+	 * filled the disk. 0: the smaller of 64 MiB and 1% of the filesystem.
+	 */
+	uint64_t reserve;
 };
 
 /* A decoded header (store_hdr_decode). crcs points into the header buffer. */
@@ -105,8 +111,9 @@ void store_chunk_crcs_iov(const struct iovec *iov, int iovcnt, uint64_t len,
  * kv_align_up(len) bytes, the tail past len zeroed by the caller. crcs
  * receives kv_nchunks(len) values. On success *ext says where the record is;
  * the caller then commits it to the index and calls store_append_done().
- * Errors: -ENOSPC, -EIO, ... from the data file; nothing is left half
- * visible (a failed append's space is punched out).
+ * Errors: -ENOSPC (also when the append would eat into the reserve),
+ * -EIO, ... from the data file; nothing is left half visible (a failed
+ * append's space is punched out).
  */
 int store_append(struct store *st, uint64_t ino, const char *path,
 		 const void *buf, uint64_t len, uint32_t *crcs,
@@ -160,6 +167,7 @@ struct store_stats {
 	uint64_t short_records; /* -ENODATA outcomes */
 	uint64_t crc_errors;
 	uint64_t io_errors;
+	uint64_t enospc; /* appends refused: the disk is full */
 };
 void store_get_stats(struct store *st, struct store_stats *out);
 

@@ -281,17 +281,9 @@ static int kvfs_open_store(struct fs *fs)
 
 	snprintf(path, sizeof(path), "%s/index.db", fs->cfg.datadir);
 	rc = idx_open(&fs->idx, path, fs->cfg.root_mode, getuid(), getgid());
-	if (rc == -EMEDIUMTYPE) {
-		fprintf(stderr, "kvfs: %s is not a kvfs database\n", path);
+	/* The index said what is wrong with the file (one line, logged). */
+	if (rc == -EMEDIUMTYPE || rc == -EPROTONOSUPPORT)
 		return -1;
-	}
-	if (rc == -EPROTONOSUPPORT) {
-		fprintf(stderr,
-			"kvfs: %s was written by a newer kvfs (format newer "
-			"than %d); upgrade kvfs\n",
-			path, IDX_FORMAT_VERSION);
-		return -1;
-	}
 	if (rc < 0) {
 		fprintf(stderr, "kvfs: cannot open %s: %s\n", path,
 			strerror(-rc));
