@@ -18,6 +18,8 @@
 #include "crc32c.h"
 #include "log.h"
 
+/* Header bytes read at once when walking a data file (most headers fit). */
+#define STORE_HDR_READ (16u * 1024u)
 /* Retries of -EINTR/-EAGAIN before an I/O error is reported. */
 #define STORE_RETRIES 8
 #define STORE_HDR_FIXED 56u
@@ -869,6 +871,180 @@ int store_free(struct store *st, const struct kv_extent *ext,
 		free(f);
 	}
 	return 0;
+}
+
+/* Calls fn for each data file name NNNNNN.kvd in the data directory. */
+static int store_each_file(struct store *st,
+			   void (*fn)(void *arg, uint32_t id, int dfd),
+			   void *arg)
+{
+	struct dirent *de;
+	DIR *d;
+	int fd;
+
+	fd = openat(st->data_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	while ((de = readdir(d)) != NULL) {
+		unsigned id;
+		int end = 0;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9' ||
+		    sscanf(de->d_name, "%u.kvd%n", &id, &end) != 1 ||
+		    de->d_name[end] != '\0')
+			continue;
+		fn(arg, id, dirfd(d));
+	}
+	closedir(d);
+	return 0;
+}
+
+struct store_usage_acc {
+	uint64_t bytes, nfiles;
+};
+
+static void store_usage_one(void *arg, uint32_t id, int dfd)
+{
+	struct store_usage_acc *u = arg;
+	char name[32];
+	struct stat sb;
+
+	store_file_name(name, sizeof(name), id);
+	if (fstatat(dfd, name, &sb, 0) == 0) {
+		u->bytes += (uint64_t)sb.st_blocks * 512;
+		u->nfiles++;
+	}
+}
+
+int store_usage(struct store *st, uint64_t *bytes, uint64_t *nfiles)
+{
+	struct store_usage_acc u = {0};
+	int rc = store_each_file(st, store_usage_one, &u);
+
+	*bytes = u.bytes;
+	*nfiles = u.nfiles;
+	return rc;
+}
+
+struct store_newest_acc {
+	uint32_t *ids;
+	size_t n, have;
+};
+
+static void store_newest_one(void *arg, uint32_t id, int dfd)
+{
+	struct store_newest_acc *a = arg;
+	size_t i;
+
+	/* Keep ids[] sorted, largest first, at most n. */
+	for (i = 0; i < a->have && a->ids[i] > id; i++)
+		;
+	if (i >= a->n)
+		return;
+	if (a->have < a->n)
+		a->have++;
+	memmove(a->ids + i + 1, a->ids + i,
+		(a->have - i - 1) * sizeof(*a->ids));
+	a->ids[i] = id;
+}
+
+int store_newest(struct store *st, uint32_t *ids, size_t n)
+{
+	struct store_newest_acc a = {.ids = ids, .n = n};
+	int rc = store_each_file(st, store_newest_one, &a);
+
+	return rc < 0 ? rc : (int)a.have;
+}
+
+int store_file_size(struct store *st, uint32_t id, uint64_t *size)
+{
+	int fd = store_file_fd(st, id);
+
+	if (fd < 0)
+		return fd;
+	return st->ops.size(st->ops.ctx, fd, size);
+}
+
+int store_recover_file(struct store *st, uint32_t id, store_ref_fn referenced,
+		       store_next_fn next, void *arg,
+		       struct store_recovery *out)
+{
+	uint64_t off = 0, size, cap = STORE_HDR_READ;
+	unsigned char *hdr = NULL;
+	int fd, rc;
+
+	memset(out, 0, sizeof(*out));
+	fd = store_file_fd(st, id);
+	if (fd < 0)
+		return fd;
+	rc = st->ops.size(st->ops.ctx, fd, &size);
+	if (rc < 0)
+		return rc;
+	while (off < size) {
+		uint64_t want = size - off < cap ? size - off : cap;
+		struct store_hdr h;
+		uint64_t span;
+		int drc;
+
+		if (!hdr && posix_memalign((void **)&hdr, KV_ALIGN, cap) != 0)
+			return -ENOMEM;
+		rc = store_read_all(st, fd, (char *)hdr, kv_align_up(want),
+				    off);
+		if (rc == -ENODATA)
+			rc = 0; /* a partial last page: decode what is there */
+		if (rc < 0)
+			goto out_free;
+		drc = store_hdr_decode(hdr, want, &h);
+		if (drc == -EAGAIN && want == cap && h.hdr_len > cap) {
+			/* A long header (a big file): read it whole. */
+			cap = h.hdr_len;
+			free(hdr);
+			hdr = NULL;
+			continue;
+		}
+		span = drc == 0 ? h.hdr_len + kv_align_up(h.len) : 0;
+		if (drc < 0 || off + span > size) {
+			uint64_t nxt;
+
+			/*
+			 * Not a whole record: a crash cut it, or it is
+			 * garbage. When a committed record follows (another
+			 * thread's append that finished), punch up to it;
+			 * otherwise this is the torn tail.
+			 */
+			if (next(arg, id, off, &nxt) != 1 || nxt <= off ||
+			    nxt > size)
+				break;
+			st->ops.punch(st->ops.ctx, fd, off, nxt - off);
+			out->freed_bytes += nxt - off;
+			off = nxt;
+			continue;
+		}
+		if (h.type == STORE_REC_DATA) {
+			out->records++;
+			if (!referenced(arg, id, off)) {
+				st->ops.punch(st->ops.ctx, fd, off, span);
+				out->unreferenced++;
+				out->freed_bytes += span;
+			}
+		}
+		off += span;
+	}
+	if (off < size) {
+		/* Garbage or a cut record at the end: nobody points at it. */
+		out->torn_tail = 1;
+		out->freed_bytes += size - off;
+		if (ftruncate(fd, (off_t)off) < 0)
+			rc = -errno;
+	}
+out_free:
+	free(hdr);
+	return rc;
 }
 
 int store_sync(struct store *st)

@@ -157,6 +157,42 @@ int store_free(struct store *st, const struct kv_extent *ext,
 /* Makes every appended record durable (fdatasync of the active files). */
 int store_sync(struct store *st);
 
+/*
+ * Physical bytes the data files take (st_blocks, so punched holes do not
+ * count) and how many there are.
+ */
+int store_usage(struct store *st, uint64_t *bytes, uint64_t *nfiles);
+
+/* Current size of data file id; -ENOENT when it does not exist. */
+int store_file_size(struct store *st, uint32_t id, uint64_t *size);
+
+/* The ids of the n newest data files (those a crash may have left torn). */
+int store_newest(struct store *st, uint32_t *ids, size_t n);
+
+/* What store_recover_file() found and did. */
+struct store_recovery {
+	uint64_t records; /* data records seen */
+	uint64_t
+		unreferenced; /* ... of which no index row pointed at: punched */
+	uint64_t freed_bytes; /* bytes punched or cut off */
+	int torn_tail; /* the file ended inside a record, or in garbage */
+};
+
+/*
+ * After a crash: walks data file id record by record and punches every
+ * data record for which referenced(arg, id, off) says 0 (appended, never
+ * committed to the index). Where no whole record starts, it punches up to
+ * the next committed record (next(arg, id, off, &next_off) returns 1 and
+ * sets it), or cuts the file there when none follows (a torn tail). Only
+ * for files nobody appends to yet (at start-up).
+ */
+typedef int (*store_ref_fn)(void *arg, uint32_t id, uint64_t off);
+typedef int (*store_next_fn)(void *arg, uint32_t id, uint64_t off,
+			     uint64_t *next_off);
+int store_recover_file(struct store *st, uint32_t id, store_ref_fn referenced,
+		       store_next_fn next, void *arg,
+		       struct store_recovery *out);
+
 struct store_stats {
 	uint64_t appends;
 	uint64_t append_bytes;

@@ -16,6 +16,8 @@ struct store_io_ring {
 };
 
 static pthread_key_t store_io_key;
+/* Tags the calling thread's requests, so a completion is matched to its. */
+static _Thread_local uint64_t store_io_tag;
 static pthread_once_t store_io_once = PTHREAD_ONCE_INIT;
 
 static void store_io_ring_free(void *p)
@@ -59,22 +61,41 @@ static int store_io_ring_get(struct io_uring **out)
 	return 0;
 }
 
-/* Submits the prepared SQE and waits for its completion's result. */
-static ssize_t store_io_submit_wait(struct io_uring *ring)
+/*
+ * Submits the prepared SQE (tagged with tag) and waits for its completion.
+ * Once submitted, the kernel owns the buffers until the completion comes:
+ * an interrupted wait (-EINTR, which io_uring also returns when task work
+ * is pending) waits again, it never returns, or the caller would retry
+ * with a second request into buffers the first one still writes.
+ */
+static ssize_t store_io_submit_wait(struct io_uring *ring, uint64_t tag)
 {
 	struct io_uring_cqe *cqe;
 	ssize_t res;
 	int rc;
 
-	rc = io_uring_submit_and_wait(ring, 1);
+	do {
+		rc = io_uring_submit(ring);
+	} while (rc == -EINTR || rc == -EAGAIN || rc == -EBUSY);
 	if (rc < 0)
-		return rc;
-	rc = io_uring_wait_cqe(ring, &cqe);
-	if (rc < 0)
-		return rc;
-	res = cqe->res;
-	io_uring_cqe_seen(ring, cqe);
-	return res;
+		return rc; /* not submitted: the buffers are still ours */
+	for (;;) {
+		rc = io_uring_wait_cqe(ring, &cqe);
+		if (rc == -EINTR || rc == -EAGAIN || rc == -EBUSY)
+			continue;
+		if (rc < 0) {
+			/* Cannot happen with a valid ring; never hand back
+			 * buffers the kernel may still use. */
+			abort();
+		}
+		if (cqe->user_data != tag) {
+			io_uring_cqe_seen(ring, cqe); /* not ours: stale */
+			continue;
+		}
+		res = cqe->res;
+		io_uring_cqe_seen(ring, cqe);
+		return res;
+	}
 }
 
 static ssize_t store_io_rw(int fd, const struct iovec *iov, int iovcnt,
@@ -94,7 +115,8 @@ static ssize_t store_io_rw(int fd, const struct iovec *iov, int iovcnt,
 		io_uring_prep_writev(sqe, fd, iov, (unsigned)iovcnt, off);
 	else
 		io_uring_prep_readv(sqe, fd, iov, (unsigned)iovcnt, off);
-	return store_io_submit_wait(ring);
+	io_uring_sqe_set_data64(sqe, ++store_io_tag);
+	return store_io_submit_wait(ring, store_io_tag);
 }
 
 static ssize_t store_io_preadv(void *ctx, int fd, const struct iovec *iov,
@@ -140,7 +162,8 @@ static int store_io_sync(void *ctx, int fd)
 	if (!sqe)
 		return -EAGAIN;
 	io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
-	return (int)store_io_submit_wait(ring);
+	io_uring_sqe_set_data64(sqe, ++store_io_tag);
+	return (int)store_io_submit_wait(ring, store_io_tag);
 }
 
 const struct store_io_ops store_io_uring = {

@@ -214,6 +214,22 @@ static void fs_ctl_stats(struct fs *fs, struct fs_ctl_text *t)
 		      "Reads that failed a CRC32C check.", ss.crc_errors);
 	fs_ctl_metric(t, "io_errors_total", "counter", "Data-file I/O errors.",
 		      ss.io_errors);
+	fs_ctl_metric(t, "evicted_total", "counter",
+		      "Blocks evicted to stay under the capacity.",
+		      atomic_load(&fs->evicted));
+	fs_ctl_metric(t, "capacity_enospc_total", "counter",
+		      "Stores refused: capacity reached, nothing evictable.",
+		      atomic_load(&fs->enospc));
+	fs_ctl_metric(t, "tmp_removed_total", "counter",
+		      "Stale engine temporary files removed.",
+		      atomic_load(&fs->tmp_removed));
+	fs_ctl_metric(t, "capacity_bytes", "gauge", "Configured capacity.",
+		      fs->cfg.capacity);
+	fs_ctl_metric(t, "used_bytes", "gauge",
+		      "Physical bytes used by data files and the index.",
+		      fs_used(fs));
+	fs_ctl_metric(t, "data_files", "gauge", "Data files.",
+		      atomic_load(&fs->ndatafiles));
 	fs_ctl_metric(t, "dirty_bytes", "gauge",
 		      "Memory held by unsaved writes.", dirty);
 	fs_ctl_metric(t, "nodes", "gauge", "Inodes held in memory.",
@@ -255,13 +271,17 @@ static void fs_ctl_status(struct fs *fs, struct fs_ctl_text *t)
 		      ", \"pid\": %ld, \"uptime_seconds\": %lld, "
 		      "\"inodes\": %llu, \"bytes\": %llu, "
 		      "\"dirty_bytes\": %llu, \"dirty_limit\": %llu, "
-		      "\"verdicts\": %zu, \"quarantined\": %zu}\n",
+		      "\"verdicts\": %zu, \"quarantined\": %zu, "
+		      "\"capacity\": %llu, \"used\": %llu, "
+		      "\"data_files\": %llu}\n",
 		      (long)getpid(),
 		      (long long)(now.tv_sec - fs->start_time.tv_sec),
 		      (unsigned long long)ninodes, (unsigned long long)nbytes,
 		      (unsigned long long)dirty,
 		      (unsigned long long)fs->cfg.dirty_limit, vs.nverdicts,
-		      vs.nquarantined);
+		      vs.nquarantined, (unsigned long long)fs->cfg.capacity,
+		      (unsigned long long)fs_used(fs),
+		      (unsigned long long)atomic_load(&fs->ndatafiles));
 }
 
 void fs_ctl_open(struct fs *fs, fuse_req_t req, uint64_t ino,

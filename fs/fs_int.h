@@ -30,6 +30,7 @@
 struct fuse_session;
 struct fuse_file_info;
 struct fuse_req;
+struct ctlsock;
 struct notify;
 struct stat;
 
@@ -55,6 +56,13 @@ struct fs_config {
 	unsigned root_mode;
 	int durable;
 	enum log_level loglevel;
+	uint64_t capacity; /* bytes kvfs may use on the backing filesystem */
+	unsigned capacity_pct; /* capacity as a share of the filesystem */
+	unsigned high_pct;
+	unsigned low_pct;
+	uint64_t high_wm;	/* evict above this many bytes ... */
+	uint64_t low_wm;	/* ... down to this many */
+	int64_t tmp_max_age_ns; /* engine temp files older than this go */
 };
 
 struct node {
@@ -91,8 +99,9 @@ struct fs {
 	struct idx *idx;
 	struct store *store;
 	struct fuse_session *se;
-	struct notify *notify; /* kernel invalidations */
-	struct vc *vc;	       /* lookup manager and verdict cache */
+	struct notify *notify;	 /* kernel invalidations */
+	struct vc *vc;		 /* lookup manager and verdict cache */
+	struct ctlsock *ctlsock; /* kvfsctl's socket (ctlsock.c), or NULL */
 	int lock_fd;
 	uid_t uid; /* owner of the control files */
 	gid_t gid;
@@ -109,6 +118,22 @@ struct fs {
 	char *seg_pool
 		[NODE_SEG_POOL]; /* idle segments, protected by dirty_lock */
 	size_t nseg_pool;
+	/* Capacity and housekeeping (fs/evict.c). */
+	atomic_int_fast64_t used_est; /* physical bytes used, estimated */
+	atomic_uint_fast64_t ndatafiles;
+	atomic_uint_fast64_t evicted;
+	atomic_uint_fast64_t enospc;
+	atomic_uint_fast64_t tmp_removed;
+	pthread_mutex_t evict_lock; /* one eviction at a time */
+	pthread_mutex_t touch_lock; /* innermost: nothing taken inside */
+	pthread_cond_t janitor_cond;
+	uint64_t touch_ino[4096]; /* protected by touch_lock */
+	int64_t touch_ns[4096];
+	size_t ntouch;
+	int janitor_stop; /* protected by touch_lock */
+	int janitor_running;
+	pthread_t janitor;
+	int64_t start_ns;
 	atomic_uint_fast64_t dropped;	  /* torn blocks dropped */
 	atomic_uint_fast64_t quarantined; /* blocks quarantined */
 
@@ -143,6 +168,8 @@ struct node *node_find(struct fs *fs, uint64_t ino);
  */
 void node_put(struct fs *fs, struct node *n, uint64_t nlookup_dec,
 	      unsigned nopen_dec, int op);
+/* One more op pin on a node the caller already holds (drop: node_put). */
+void node_pin(struct fs *fs, struct node *n);
 /* Adds an open handle to a node the caller has pinned. */
 void node_open_inc(struct fs *fs, struct node *n);
 /* Records that n is now called name in parent. */
@@ -177,6 +204,13 @@ void node_discard(struct fs *fs, struct node *n);
 /* Flushes every dirty node (at unmount). */
 void node_flush_all(struct fs *fs);
 
+/* Whether ino is open or has unsaved bytes (not to be evicted). */
+int node_is_busy(struct fs *fs, uint64_t ino);
+/*
+ * Applies a link-count change the index made to inode ino: updates the node
+ * when it is in memory, or releases the inode when nothing holds it.
+ */
+void fs_relink(struct fs *fs, uint64_t ino, uint32_t nlink, int64_t now);
 /* Drops one kernel lookup of ino (a reply the kernel never got). */
 void node_forget_one(struct fs *fs, uint64_t ino);
 
@@ -210,6 +244,26 @@ int fs_fault_read(struct fs *fs, uint64_t ino);
 int fs_fault_setxattr(struct fs *fs, uint64_t ino, const char *name,
 		      const char *value, size_t size, int *rc);
 #endif
+
+/* fs/evict.c: capacity, eviction, atimes, stale temp files */
+int janitor_start(struct fs *fs);
+void janitor_stop(struct fs *fs);
+/* Records an access of ino for LRU eviction (queued; any thread). */
+void fs_touch(struct fs *fs, uint64_t ino);
+/* Physical bytes in use (estimate between the janitor's measurements). */
+uint64_t fs_used(struct fs *fs);
+/*
+ * Before storing bytes more: evicts what it must so they fit in the
+ * capacity; -ENOSPC when they cannot (everything left is open).
+ */
+int fs_make_room(struct fs *fs, uint64_t bytes);
+/*
+ * After a crash: drops names whose records the data files no longer hold
+ * and reclaims records no name points at, in the newest data files only
+ * (those that were being appended to), so start-up does not read every
+ * block.
+ */
+void fs_recover(struct fs *fs);
 
 /* fs/ctl.c: the .kvfs control directory */
 int fs_ctl_ino(uint64_t ino);

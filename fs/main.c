@@ -3,12 +3,19 @@
  * kvfs: a FUSE filesystem for offloaded LLM KV-cache blocks.
  *
  * THREADS
- * - main: parses options, opens the index and store, mounts, runs the loop,
- *   tears down. Every configuration error is reported before daemonizing.
+ * - main: parses options, opens the index and store, recovers the newest
+ *   data files, mounts, runs the loop, tears down. Every configuration
+ *   error is reported before daemonizing.
  * - libfuse workers (multi-threaded loop, clone_fd): run the handlers in
  *   ops.c; they may block on the index (one SQLite connection behind
  *   idx->lock) and on data-file I/O (each thread's own io_uring).
- * - Signals: libfuse's handlers for SIGINT, SIGTERM and SIGHUP end the loop.
+ * - probe worker (core/verdict.c): answers lookup batches from the index
+ *   and replies to parked LOOKUPs (fs/lookup.c); never notifies the kernel.
+ * - notifier (fs/notify.c): the only caller of kernel invalidations.
+ * - janitor (fs/evict.c): atimes, use, eviction, stale temp files.
+ * - checkpointer (index/index.c): WAL checkpoints on its own connection.
+ * - Signals: libfuse's handlers for SIGINT, SIGTERM and SIGHUP end the
+ *   loop; every thread kvfs starts blocks them.
  * The configuration in struct fs_config is written here before the loop
  * starts and only read afterwards.
  */
@@ -22,8 +29,10 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "ctlsock.h"
 #include "fs_int.h"
 #include "notify.h"
 
@@ -31,6 +40,10 @@
 #define KVFS_EXIT_CONFIG 2
 
 struct kvfs_opts {
+	char *capacity;
+	unsigned high_wm;
+	unsigned low_wm;
+	unsigned tmp_max_age;
 	char *loglevel;
 	char *max_file_size;
 	char *dirty_limit;
@@ -57,6 +70,10 @@ static const struct fuse_opt kvfs_opt_spec[] = {
 	KVFS_OPT("negative_timeout=%lf", negative_timeout),
 	KVFS_OPT("threads=%u", threads),
 	KVFS_OPT("durable", durable),
+	KVFS_OPT("capacity=%s", capacity),
+	KVFS_OPT("high_watermark=%u", high_wm),
+	KVFS_OPT("low_watermark=%u", low_wm),
+	KVFS_OPT("tmp_max_age=%u", tmp_max_age),
 	FUSE_OPT_END};
 
 static void kvfs_usage(const char *prog)
@@ -76,8 +93,16 @@ static void kvfs_usage(const char *prog)
 	       "    -o threads=N           FUSE worker threads (default 16)\n"
 	       "    -o root_mode=OCTAL     root directory mode of a new "
 	       "DATADIR (default 0755)\n"
-	       "    -o durable             fdatasync each file's data on "
-	       "close\n"
+	       "    -o durable             a successful close(2) survives "
+	       "power loss\n"
+	       "    -o capacity=SIZE|N%%    most space kvfs uses (default "
+	       "90%% of what is free\n"
+	       "                           plus what kvfs already uses)\n"
+	       "    -o high_watermark=PCT  evict above PCT%% of capacity "
+	       "(default 95)\n"
+	       "    -o low_watermark=PCT   ... down to PCT%% (default 90)\n"
+	       "    -o tmp_max_age=S       remove engine temp files idle "
+	       "this long (default 3600)\n"
 	       "    -o allow_other         let other users (containers) use "
 	       "the mount\n\n"
 	       "FUSE options:\n",
@@ -186,6 +211,34 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 		}
 		c->root_mode = (unsigned)m;
 	}
+	c->tmp_max_age_ns = (int64_t)o->tmp_max_age * 1000000000;
+	c->high_pct = o->high_wm;
+	c->low_pct = o->low_wm;
+	if (o->low_wm == 0 || o->low_wm > o->high_wm || o->high_wm > 100) {
+		fprintf(stderr, "kvfs: watermarks must satisfy 0 < "
+				"low_watermark <= high_watermark <= 100\n");
+		return -EINVAL;
+	}
+	if (o->capacity) {
+		size_t len = strlen(o->capacity);
+
+		if (len > 1 && o->capacity[len - 1] == '%') {
+			unsigned long pct = strtoul(o->capacity, &end, 10);
+
+			if (end != o->capacity + len - 1 || pct == 0 ||
+			    pct > 100) {
+				fprintf(stderr, "kvfs: bad capacity '%s'\n",
+					o->capacity);
+				return -EINVAL;
+			}
+			c->capacity_pct = (unsigned)pct;
+		} else if (kvfs_parse_size(o->capacity, &c->capacity) < 0 ||
+			   c->capacity == 0) {
+			fprintf(stderr, "kvfs: bad capacity '%s'\n",
+				o->capacity);
+			return -EINVAL;
+		}
+	}
 	if (c->threads == 0 || c->threads > 256) {
 		fprintf(stderr, "kvfs: threads must be 1..256\n");
 		return -EINVAL;
@@ -273,6 +326,36 @@ static void kvfs_free_extent(void *arg, const struct kv_extent *ext)
 	node_free_extent(arg, ext);
 }
 
+/* Settles the capacity and watermarks in bytes. */
+static int kvfs_capacity(struct fs *fs)
+{
+	struct fs_config *c = &fs->cfg;
+	uint64_t used = 0, nfiles, total, avail;
+	struct statvfs sv;
+
+	if (statvfs(c->datadir, &sv) < 0) {
+		fprintf(stderr, "kvfs: statvfs %s: %s\n", c->datadir,
+			strerror(errno));
+		return -1;
+	}
+	total = (uint64_t)sv.f_blocks * sv.f_frsize;
+	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	store_usage(fs->store, &used, &nfiles);
+	if (c->capacity_pct)
+		c->capacity = total / 100 * c->capacity_pct;
+	else if (!c->capacity)
+		c->capacity = (avail + used) / 10 * 9;
+	c->high_wm = c->capacity / 100 * c->high_pct;
+	c->low_wm = c->capacity / 100 * c->low_pct;
+	log_info("capacity %llu MiB (evicting from %llu MiB down to %llu MiB); "
+		 "%llu MiB in %llu data files now",
+		 (unsigned long long)(c->capacity >> 20),
+		 (unsigned long long)(c->high_wm >> 20),
+		 (unsigned long long)(c->low_wm >> 20),
+		 (unsigned long long)(used >> 20), (unsigned long long)nfiles);
+	return 0;
+}
+
 static int kvfs_open_store(struct fs *fs)
 {
 	struct store_config scfg = {.durable = fs->cfg.durable};
@@ -301,11 +384,14 @@ static int kvfs_open_store(struct fs *fs)
 			fs->cfg.datadir, strerror(-rc));
 		return -1;
 	}
+	if (fs->cfg.durable && idx_set_durable(fs->idx, 1) < 0)
+		return -1;
 	/* Files unlinked while open when the last run ended. */
 	rc = idx_purge_orphans(fs->idx, kvfs_free_extent, fs);
 	if (rc > 0)
 		log_info("released %d files unlinked during the last run", rc);
-	return 0;
+	fs_recover(fs);
+	return kvfs_capacity(fs);
 }
 
 static int kvfs_reopen_index(struct fs *fs)
@@ -319,8 +405,9 @@ static int kvfs_reopen_index(struct fs *fs)
 	if (rc < 0) {
 		fs->idx = NULL;
 		log_err("cannot reopen %s: %s", path, strerror(-rc));
+		return rc;
 	}
-	return rc;
+	return fs->cfg.durable ? idx_set_durable(fs->idx, 1) : 0;
 }
 
 static int kvfs_start_vc(struct fs *fs)
@@ -363,7 +450,10 @@ int main(int argc, char **argv)
 	struct kvfs_opts o = {.entry_timeout = 3600,
 			      .attr_timeout = 3600,
 			      .negative_timeout = 3600,
-			      .threads = 16};
+			      .threads = 16,
+			      .high_wm = 95,
+			      .low_wm = 90,
+			      .tmp_max_age = 3600};
 	struct fuse_cmdline_opts co = {0};
 	struct fs fs = {.lock_fd = -1};
 	int ret = KVFS_EXIT_CONFIG;
@@ -373,6 +463,10 @@ int main(int argc, char **argv)
 	fs.uid = getuid();
 	fs.gid = getgid();
 	clock_gettime(CLOCK_REALTIME, &fs.start_time);
+	fs.start_ns = fs_now_ns();
+	pthread_mutex_init(&fs.evict_lock, NULL);
+	pthread_mutex_init(&fs.touch_lock, NULL);
+	pthread_cond_init(&fs.janitor_cond, NULL);
 #ifdef KVFS_FAULT_INJECTION
 	pthread_mutex_init(&fs.fault_lock, NULL);
 #endif
@@ -442,12 +536,14 @@ int main(int argc, char **argv)
 	}
 	/* Threads do not survive fork(): start them after daemonizing. */
 	if (notify_start(&fs.notify, fs.se) < 0 || kvfs_start_vc(&fs) < 0 ||
-	    idx_start_checkpointer(fs.idx) < 0) {
+	    idx_start_checkpointer(fs.idx) < 0 || janitor_start(&fs) < 0) {
 		log_err("cannot start the notifier, probe and checkpoint "
 			"threads");
 		ret = 1;
 		goto out_unmount;
 	}
+	/* kvfsctl's socket; the mount works without it (it logs why). */
+	ctlsock_start(&fs);
 	kvfs_write_pid(&fs);
 	log_info("serving %s at %s", fs.cfg.datadir, co.mountpoint);
 
@@ -459,6 +555,8 @@ int main(int argc, char **argv)
 	else
 		log_info("unmounting %s", co.mountpoint);
 out_unmount:
+	janitor_stop(&fs);
+	ctlsock_stop(&fs);
 	/* Answers every parked lookup before the session goes away. */
 	vc_free(fs.vc);
 	fs.vc = NULL;
@@ -481,6 +579,7 @@ out_args:
 	free(o.max_file_size);
 	free(o.dirty_limit);
 	free(o.root_mode);
+	free(o.capacity);
 	fuse_opt_free_args(&args);
 	return ret;
 }

@@ -146,6 +146,13 @@ int node_get(struct fs *fs, uint64_t ino, const struct idx_attr *attr,
 	return 0;
 }
 
+void node_pin(struct fs *fs, struct node *n)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->pins++;
+	pthread_mutex_unlock(&fs->nodes_lock);
+}
+
 void node_open_inc(struct fs *fs, struct node *n)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
@@ -200,6 +207,19 @@ void node_put(struct fs *fs, struct node *n, uint64_t nlookup_dec,
 	if (n->attr.nlink == 0)
 		node_release_inode(fs, n->ino);
 	node_destroy(n);
+}
+
+int node_is_busy(struct fs *fs, uint64_t ino)
+{
+	struct node *n;
+	int busy = 0;
+
+	pthread_mutex_lock(&fs->nodes_lock);
+	n = node_lookup_locked(fs, ino);
+	if (n)
+		busy = n->nopen > 0 || n->dirty;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return busy;
 }
 
 void node_forget_one(struct fs *fs, uint64_t ino)
@@ -263,6 +283,7 @@ void node_free_extent(struct fs *fs, const struct kv_extent *ext)
 
 	if (ext->file_id == 0)
 		return;
+	atomic_fetch_sub(&fs->used_est, (int64_t)kv_extent_span(ext));
 	rc = idx_datafile_refs(fs->idx, ext->file_id, &refs);
 	if (rc < 0)
 		refs = 1; /* keep the file when unsure */
@@ -460,6 +481,10 @@ int node_flush_locked(struct fs *fs, struct node *n)
 			rc = -ENOMEM;
 			goto out_free;
 		}
+		rc = fs_make_room(fs, store_hdr_len(size, strlen(path)) +
+					      kv_align_up(size));
+		if (rc < 0)
+			goto out_free;
 		/* Records end on a KV_ALIGN boundary: zero the padding. */
 		node_zero(n, size, kv_align_up(size) - size);
 		cnt = node_iov(n, 0, kv_align_up(size), iov);
@@ -467,6 +492,7 @@ int node_flush_locked(struct fs *fs, struct node *n)
 				      crcs, &ext);
 		if (rc < 0)
 			goto out_free;
+		atomic_fetch_add(&fs->used_est, (int64_t)kv_extent_span(&ext));
 	}
 	rc = idx_set_extent(fs->idx, n->ino, size, n->attr.mtime_ns, &ext, crcs,
 			    kv_nchunks(size), &old);
@@ -486,6 +512,7 @@ int node_flush_locked(struct fs *fs, struct node *n)
 	n->disk_size = size;
 	node_discard(fs, n);
 	node_free_extent(fs, &old);
+	fs_touch(fs, n->ino);
 out_free:
 	if (rc < 0)
 		log_warn("cannot save %s (inode %llu, %llu bytes): %s",

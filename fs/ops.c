@@ -124,11 +124,7 @@ static void fs_refresh_dir(struct fs *fs, uint64_t ino)
 	node_put(fs, n, 0, 0, 1);
 }
 
-/*
- * Applies a link-count change the index made to inode ino: update the node
- * when it is in memory, or release the inode when nothing holds it.
- */
-static void fs_relink(struct fs *fs, uint64_t ino, uint32_t nlink, int64_t now)
+void fs_relink(struct fs *fs, uint64_t ino, uint32_t nlink, int64_t now)
 {
 	struct node *n = node_find(fs, ino);
 
@@ -570,6 +566,8 @@ static int fs_open_node(struct fs *fs, struct node *n,
 		return rc;
 	}
 	node_open_inc(fs, n);
+	if (S_ISREG(n->attr.mode))
+		fs_touch(fs, n->ino);
 	h->n = n;
 	h->flags = fi->flags;
 	fi->fh = (uint64_t)(uintptr_t)h;
@@ -648,13 +646,39 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 }
 
+/*
+ * Replies the unsaved bytes [off, off + len) of n. The reply copies them
+ * out while n->rw is still held, so n is pinned: once the reply is out,
+ * the kernel may release the last handle and drop n at once.
+ */
+static void fs_read_dirty(struct fs *fs, fuse_req_t req, struct node *n,
+			  uint64_t off, size_t len)
+{
+	struct iovec small[FS_READ_IOV], *iov = small;
+
+	if (len > FS_MAX_READ) {
+		/* Not sent by this kernel (1 MiB requests): slow path. */
+		iov = calloc(len / NODE_SEG + 2, sizeof(*iov));
+		if (!iov) {
+			pthread_rwlock_unlock(&n->rw);
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+	}
+	node_pin(fs, n);
+	fuse_reply_iov(req, iov, node_iov(n, off, len, iov));
+	pthread_rwlock_unlock(&n->rw);
+	node_put(fs, n, 0, 0, 1);
+	if (iov != small)
+		free(iov);
+}
+
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 	struct fs *fs = fs_of(req);
-	struct iovec iov[FS_READ_IOV];
-	const void *data;
+	const void *data = NULL;
 	struct node *n;
 	size_t got = 0;
 	char *path;
@@ -666,31 +690,14 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	n = h->n;
 	pthread_rwlock_rdlock(&n->rw);
-	if ((uint64_t)off >= n->attr.size) {
-		data = NULL;
-	} else if (n->dirty) {
+	if ((uint64_t)off < n->attr.size && n->dirty) {
 		got = n->attr.size - (uint64_t)off < size
 			      ? n->attr.size - (uint64_t)off
 			      : size;
-		if (got <= FS_MAX_READ) {
-			fuse_reply_iov(req, iov,
-				       node_iov(n, (uint64_t)off, got, iov));
-		} else {
-			/* Not sent by this kernel (1 MiB requests): slow path. */
-			struct iovec *big =
-				calloc(got / NODE_SEG + 2, sizeof(*big));
-
-			if (big)
-				fuse_reply_iov(
-					req, big,
-					node_iov(n, (uint64_t)off, got, big));
-			else
-				fuse_reply_err(req, ENOMEM);
-			free(big);
-		}
-		pthread_rwlock_unlock(&n->rw);
+		fs_read_dirty(fs, req, n, (uint64_t)off, got);
 		return;
-	} else {
+	}
+	if ((uint64_t)off < n->attr.size) {
 #ifdef KVFS_FAULT_INJECTION
 		rc = fs_fault_read(fs, ino);
 		if (rc == 0)
@@ -699,12 +706,15 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 					n->crcs_loaded ? n->crcs : NULL,
 					(uint64_t)off, size, &data, &got);
 	}
+	/*
+	 * Unlock before replying: after the reply the kernel may release the
+	 * last handle and n with it. data is in this thread's read buffer.
+	 */
+	pthread_rwlock_unlock(&n->rw);
 	if (rc == 0) {
 		fuse_reply_buf(req, data, got);
-		pthread_rwlock_unlock(&n->rw);
 		return;
 	}
-	pthread_rwlock_unlock(&n->rw);
 	path = node_path(fs, n);
 	log_warn("read of %s (inode %llu) at %lld failed: %s",
 		 path ? path : "?", (unsigned long long)ino, (long long)off,
@@ -973,19 +983,24 @@ static void fs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct fs *fs = fs_of(req);
+	uint64_t used = fs_used(fs), cap = fs->cfg.capacity;
 	struct statvfs sv, out = {0};
-	uint64_t ninodes = 0, nbytes = 0;
+	uint64_t ninodes = 0, nbytes = 0, avail;
 
 	if (statvfs(fs->cfg.datadir, &sv) < 0) {
 		fs_reply_err(req, -errno);
 		return;
 	}
 	idx_statfs(fs->idx, &ninodes, &nbytes);
-	out.f_bsize = 4096;
-	out.f_frsize = sv.f_frsize;
-	out.f_blocks = sv.f_blocks;
-	out.f_bfree = sv.f_bfree;
-	out.f_bavail = sv.f_bavail;
+	/* df shows the configured capacity and what kvfs really uses. */
+	avail = used < cap ? cap - used : 0;
+	if (avail > (uint64_t)sv.f_bavail * sv.f_frsize)
+		avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	out.f_bsize = KV_ALIGN;
+	out.f_frsize = KV_ALIGN;
+	out.f_blocks = cap / KV_ALIGN;
+	out.f_bfree = avail / KV_ALIGN;
+	out.f_bavail = avail / KV_ALIGN;
 	out.f_files = ninodes + sv.f_ffree;
 	out.f_ffree = sv.f_ffree;
 	out.f_favail = sv.f_favail;

@@ -122,6 +122,14 @@ enum idx_sid {
 	SID_XATTR_LIST,
 	SID_XATTR_DELETE,
 	SID_STATFS,
+	SID_TOUCH,
+	SID_LRU,
+	SID_TMP_NAMES,
+	SID_EXTENT_AT,
+	SID_RECORDS_PAST,
+	SID_NEXT_EXTENT,
+	SID_INSERT_INODE_AT,
+	SID_COUNT,
 	IDX_NSTMT
 };
 
@@ -164,8 +172,8 @@ static const char *const idx_sql[IDX_NSTMT] = {
 	[SID_READLINK] = "SELECT mode, target FROM inodes WHERE ino = ?1",
 	[SID_SET_EXTENT] = "UPDATE inodes SET size = ?2, mtime_ns = ?3, "
 			   "ctime_ns = ?3, file_id = ?4, rec_off = ?5, "
-			   "hdr_len = ?6, rec_len = ?7, crcs = ?8 "
-			   "WHERE ino = ?1",
+			   "hdr_len = ?6, rec_len = ?7, crcs = ?8, "
+			   "lru_ns = max(lru_ns, ?3) WHERE ino = ?1",
 	[SID_GET_CRCS] = "SELECT crcs FROM inodes WHERE ino = ?1",
 	[SID_DELETE_DENTRY] = "DELETE FROM dentries WHERE id = ?1",
 	[SID_MOVE_DENTRY] = "UPDATE dentries SET parent = ?2, name = ?3 "
@@ -190,6 +198,45 @@ static const char *const idx_sql[IDX_NSTMT] = {
 			   "ORDER BY name",
 	[SID_XATTR_DELETE] = "DELETE FROM xattrs WHERE ino = ?1 AND name = ?2",
 	[SID_STATFS] = "SELECT ninodes, nbytes FROM stats WHERE id = 1",
+	/* idx_create_ino(): the caller picks the inode number (?9). */
+	[SID_INSERT_INODE_AT] = "INSERT INTO inodes (ino, mode, uid, gid, "
+				"nlink, size, atime_ns, mtime_ns, ctime_ns) "
+				"VALUES (?9, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	/* One pass over the inode table (idx_count()). */
+	[SID_COUNT] = "SELECT "
+		      "ifnull(sum((mode & 0xF000) = 0x8000 AND nlink > 0), 0), "
+		      "ifnull(sum((mode & 0xF000) = 0x4000 AND nlink > 0), 0), "
+		      "ifnull(sum((mode & 0xF000) NOT IN (0x8000, 0x4000) "
+		      "AND nlink > 0), 0), "
+		      "ifnull(sum(nlink = 0), 0), "
+		      "ifnull(sum(file_id != 0), 0), "
+		      "ifnull(sum(CASE WHEN file_id != 0 THEN rec_len "
+		      "ELSE 0 END), 0) FROM inodes",
+	[SID_TOUCH] = "UPDATE inodes SET lru_ns = ?2 "
+		      "WHERE ino = ?1 AND lru_ns < ?2",
+	/* Least recently used first; (atime, ino) pages through ties. */
+	[SID_LRU] = "SELECT i.ino, d.parent, d.name, i.lru_ns, i.size, d.id "
+		    "FROM inodes AS i INDEXED BY inodes_lru "
+		    "JOIN dentries AS d ON d.ino = i.ino "
+		    "WHERE i.file_id != 0 AND i.nlink > 0 "
+		    "AND (i.lru_ns, i.ino) > (?1, ?2) "
+		    "ORDER BY i.lru_ns, i.ino LIMIT ?3",
+	[SID_TMP_NAMES] = "SELECT i.ino, d.parent, d.name, i.mtime_ns, "
+			  "i.size, d.id FROM dentries AS d "
+			  "INDEXED BY dentries_tmp "
+			  "JOIN inodes AS i ON i.ino = d.ino "
+			  "WHERE d.name LIKE '%.tmp' AND d.id > ?1 "
+			  "ORDER BY d.id LIMIT ?2",
+	[SID_NEXT_EXTENT] = "SELECT min(rec_off) FROM inodes "
+			    "WHERE file_id = ?1 AND rec_off > ?2",
+	[SID_EXTENT_AT] = "SELECT 1 FROM inodes "
+			  "WHERE file_id = ?1 AND rec_off = ?2 LIMIT 1",
+	[SID_RECORDS_PAST] = "SELECT i.ino, d.parent, d.name, i.mtime_ns, "
+			     "i.size, d.id FROM inodes AS i "
+			     "LEFT JOIN dentries AS d ON d.ino = i.ino "
+			     "WHERE i.file_id = ?1 AND i.rec_off + i.hdr_len "
+			     "+ (i.rec_len + 4095) / 4096 * 4096 > ?2 "
+			     "LIMIT ?3",
 };
 
 /* Run in one transaction by idx_open() on an empty database. */
@@ -209,7 +256,8 @@ static const char idx_schema_sql[] =
 	" hdr_len INTEGER NOT NULL DEFAULT 0,"
 	" rec_len INTEGER NOT NULL DEFAULT 0,"
 	" crcs BLOB,"
-	" target TEXT);"
+	" target TEXT,"
+	" lru_ns INTEGER NOT NULL DEFAULT 0);"
 	"CREATE TABLE dentries ("
 	" id INTEGER PRIMARY KEY AUTOINCREMENT,"
 	" parent INTEGER NOT NULL,"
@@ -230,6 +278,8 @@ static const char idx_schema_sql[] =
 	"CREATE INDEX dentries_parent ON dentries (parent);"
 	"CREATE INDEX inodes_file_id ON inodes (file_id);"
 	"CREATE INDEX inodes_orphans ON inodes (ino) WHERE nlink = 0;"
+	"CREATE INDEX inodes_lru ON inodes (lru_ns, ino) WHERE file_id != 0;"
+	"CREATE INDEX dentries_tmp ON dentries (id) WHERE name LIKE '%.tmp';"
 	"CREATE TRIGGER inodes_ai AFTER INSERT ON inodes BEGIN"
 	" UPDATE stats SET ninodes = ninodes + (NEW.nlink > 0),"
 	"  nbytes = nbytes + ((NEW.mode & 0xF000) = 0x8000) * NEW.size;"
@@ -1961,6 +2011,17 @@ int idx_removexattr(struct idx *idx, uint64_t ino, const char *name)
 	return rc;
 }
 
+int idx_set_durable(struct idx *idx, int durable)
+{
+	int rc;
+
+	idx_lock(idx);
+	rc = idx_exec(idx, durable ? "PRAGMA synchronous = FULL"
+				   : "PRAGMA synchronous = NORMAL");
+	idx_unlock(idx);
+	return rc;
+}
+
 int idx_sync(struct idx *idx)
 {
 	int rc;
@@ -1974,6 +2035,134 @@ int idx_sync(struct idx *idx)
 				       NULL, NULL);
 	if (rc != SQLITE_OK)
 		rc = idx_errno(idx, rc, __func__);
+	idx_unlock(idx);
+	return rc;
+}
+
+int idx_touch(struct idx *idx, size_t n, const uint64_t *inos,
+	      const int64_t *times_ns)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	idx_lock(idx);
+	rc = idx_begin(idx, 1);
+	if (rc == 0) {
+		st = idx->st[SID_TOUCH];
+		for (size_t i = 0; rc == 0 && i < n; i++) {
+			idx_bind_i64(st, 1, (int64_t)inos[i]);
+			idx_bind_i64(st, 2, times_ns[i]);
+			rc = IDX_RUN(idx, st);
+		}
+		rc = idx_end(idx, rc);
+	}
+	idx_unlock(idx);
+	return rc;
+}
+
+/* Runs a listing statement (bound by the caller) into out[0..max). */
+static int idx_list_names(struct idx *idx, sqlite3_stmt *st,
+			  struct idx_name *out, size_t max)
+{
+	size_t n = 0;
+	int rc;
+
+	while (n < max && (rc = IDX_STEP(idx, st)) == 1) {
+		const unsigned char *name = sqlite3_column_text(st, 2);
+		struct idx_name *e = &out[n++];
+
+		e->ino = (uint64_t)sqlite3_column_int64(st, 0);
+		e->parent = (uint64_t)sqlite3_column_int64(st, 1);
+		snprintf(e->name, sizeof(e->name), "%s",
+			 name ? (const char *)name : "");
+		e->time_ns = sqlite3_column_int64(st, 3);
+		e->size = (uint64_t)sqlite3_column_int64(st, 4);
+		e->cookie = (uint64_t)sqlite3_column_int64(st, 5);
+	}
+	if (n == max)
+		rc = 0;
+	idx_done(st);
+	return rc < 0 ? rc : (int)n;
+}
+
+int idx_lru(struct idx *idx, int64_t after_ns, uint64_t after_ino,
+	    struct idx_name *out, size_t max)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	idx_lock(idx);
+	st = idx->st[SID_LRU];
+	idx_bind_i64(st, 1, after_ns);
+	idx_bind_i64(st, 2, (int64_t)after_ino);
+	idx_bind_i64(st, 3, (int64_t)max);
+	rc = idx_list_names(idx, st, out, max);
+	idx_unlock(idx);
+	return rc;
+}
+
+int idx_tmp_names(struct idx *idx, uint64_t after, struct idx_name *out,
+		  size_t max)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	idx_lock(idx);
+	st = idx->st[SID_TMP_NAMES];
+	idx_bind_i64(st, 1, (int64_t)after);
+	idx_bind_i64(st, 2, (int64_t)max);
+	rc = idx_list_names(idx, st, out, max);
+	idx_unlock(idx);
+	return rc;
+}
+
+int idx_records_past(struct idx *idx, uint32_t file_id, uint64_t end,
+		     struct idx_name *out, size_t max)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	idx_lock(idx);
+	st = idx->st[SID_RECORDS_PAST];
+	idx_bind_i64(st, 1, file_id);
+	idx_bind_i64(st, 2, (int64_t)end);
+	idx_bind_i64(st, 3, (int64_t)max);
+	rc = idx_list_names(idx, st, out, max);
+	idx_unlock(idx);
+	return rc;
+}
+
+int idx_extent_at(struct idx *idx, uint32_t file_id, uint64_t off)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	idx_lock(idx);
+	st = idx->st[SID_EXTENT_AT];
+	idx_bind_i64(st, 1, file_id);
+	idx_bind_i64(st, 2, (int64_t)off);
+	rc = IDX_STEP(idx, st);
+	idx_done(st);
+	idx_unlock(idx);
+	return rc;
+}
+
+int idx_next_extent(struct idx *idx, uint32_t file_id, uint64_t off,
+		    uint64_t *next)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	idx_lock(idx);
+	st = idx->st[SID_NEXT_EXTENT];
+	idx_bind_i64(st, 1, file_id);
+	idx_bind_i64(st, 2, (int64_t)off);
+	rc = IDX_STEP(idx, st);
+	if (rc == 1 && sqlite3_column_type(st, 0) == SQLITE_NULL)
+		rc = 0;
+	else if (rc == 1)
+		*next = (uint64_t)sqlite3_column_int64(st, 0);
+	idx_done(st);
 	idx_unlock(idx);
 	return rc;
 }
@@ -2030,6 +2219,106 @@ int idx_lookup_batch(struct idx *idx, size_t n, const uint64_t *parents,
 	if (!rc)
 		rc = idx_end(idx, idx_lookup_batch_txn(idx, n, parents, names,
 						       found, attrs));
+	idx_unlock(idx);
+	return rc;
+}
+
+static int idx_create_ino_txn(struct idx *idx, uint64_t parent,
+			      const char *name, struct idx_attr *a,
+			      uint64_t ino)
+{
+	sqlite3_stmt *st;
+	struct idx_attr dir, old;
+	int rc;
+
+	rc = idx_dir(idx, parent, &dir);
+	if (rc)
+		return rc;
+	if (dir.nlink == 0)
+		return -ENOENT;
+	rc = idx_find(idx, parent, name, &old, NULL);
+	if (rc)
+		return rc < 0 ? rc : -EEXIST;
+	rc = idx_inode(idx, ino, &old);
+	if (rc)
+		return rc < 0 ? rc : -EEXIST;
+
+	st = idx->st[SID_INSERT_INODE_AT];
+	idx_bind_i64(st, 1, a->mode);
+	idx_bind_i64(st, 2, a->uid);
+	idx_bind_i64(st, 3, a->gid);
+	idx_bind_i64(st, 4, a->nlink);
+	idx_bind_i64(st, 5, (int64_t)a->size);
+	idx_bind_i64(st, 6, a->atime_ns);
+	idx_bind_i64(st, 7, a->mtime_ns);
+	idx_bind_i64(st, 8, a->ctime_ns);
+	idx_bind_i64(st, 9, (int64_t)ino);
+	rc = IDX_RUN(idx, st);
+	if (rc)
+		return rc;
+
+	st = idx->st[SID_INSERT_DENTRY];
+	idx_bind_i64(st, 1, (int64_t)parent);
+	idx_bind_text(st, 2, name);
+	idx_bind_i64(st, 3, (int64_t)ino);
+	rc = IDX_RUN(idx, st);
+	if (rc)
+		return rc;
+	rc = idx_touch_dir(idx, parent, S_ISDIR(a->mode), a->mtime_ns);
+	if (rc)
+		return rc;
+	a->ino = ino;
+	return 0;
+}
+
+int idx_create_ino(struct idx *idx, uint64_t parent, const char *name,
+		   struct idx_attr *attr, uint64_t ino)
+{
+	struct idx_attr a = *attr;
+	int rc = idx_check_new_name(name);
+
+	if (rc)
+		return rc;
+	if ((!S_ISREG(a.mode) && !S_ISDIR(a.mode)) || ino <= KV_ROOT_INO ||
+	    ino > INT64_MAX)
+		return -EINVAL;
+	a.size = 0;
+	a.nlink = S_ISDIR(a.mode) ? 2 : 1;
+	a.ext = (struct kv_extent){0};
+
+	idx_lock(idx);
+	rc = idx_begin(idx, 1);
+	if (!rc)
+		rc = idx_end(idx,
+			     idx_create_ino_txn(idx, parent, name, &a, ino));
+	idx_unlock(idx);
+	if (!rc)
+		*attr = a;
+	return rc;
+}
+
+int idx_count(struct idx *idx, struct idx_counts *out)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	idx_lock(idx);
+	st = idx->st[SID_COUNT];
+	rc = IDX_STEP(idx, st);
+	if (rc == 1) {
+		*out = (struct idx_counts){
+			.files = (uint64_t)sqlite3_column_int64(st, 0),
+			.dirs = (uint64_t)sqlite3_column_int64(st, 1),
+			.others = (uint64_t)sqlite3_column_int64(st, 2),
+			.orphans = (uint64_t)sqlite3_column_int64(st, 3),
+			.records = (uint64_t)sqlite3_column_int64(st, 4),
+			.record_bytes = (uint64_t)sqlite3_column_int64(st, 5),
+		};
+		rc = 0;
+	} else if (rc == 0) {
+		rc = -EIO; /* an aggregate always yields a row */
+	}
+	idx_done(st);
 	idx_unlock(idx);
 	return rc;
 }

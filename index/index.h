@@ -191,10 +191,63 @@ int idx_listxattr(struct idx *idx, uint64_t ino, char *buf, size_t size);
 int idx_removexattr(struct idx *idx, uint64_t ino, const char *name);
 
 /*
+ * durable: every commit is synced before it returns (synchronous=FULL);
+ * otherwise a power cut may lose the last commits, never corrupt the
+ * database (synchronous=NORMAL, the default).
+ */
+int idx_set_durable(struct idx *idx, int durable);
+
+/*
  * Makes every committed transaction durable (a full WAL checkpoint, which
  * syncs the log and the database file).
  */
 int idx_sync(struct idx *idx);
+
+/* A name found by a listing: its inode, where it is, one time, a size. */
+struct idx_name {
+	uint64_t ino;
+	uint64_t parent; /* 0 when the inode has no name (an orphan) */
+	char name[IDX_NAME_MAX + 1];
+	int64_t time_ns; /* idx_lru: last use; others: mtime */
+	uint64_t size;
+	uint64_t cookie; /* the dentry's readdir cookie */
+};
+
+/*
+ * Records uses (opens, stores) for eviction: raises the last-use time of
+ * each inos[i] to times_ns[i] (never lowers it), in one transaction. This
+ * is not the visible atime, which only setattr changes.
+ */
+int idx_touch(struct idx *idx, size_t n, const uint64_t *inos,
+	      const int64_t *times_ns);
+/*
+ * Up to max named regular files with a record, least recently used first
+ * (by last-use time, see idx_touch; a store counts as a use), strictly
+ * after (after_ns, after_ino) in that order. Returns the count written to
+ * out.
+ */
+int idx_lru(struct idx *idx, int64_t after_ns, uint64_t after_ino,
+	    struct idx_name *out, size_t max);
+/*
+ * Up to max names ending in ".tmp" with a cookie above after, in cookie
+ * order (time_ns is the inode's mtime). Returns the count.
+ */
+int idx_tmp_names(struct idx *idx, uint64_t after, struct idx_name *out,
+		  size_t max);
+/*
+ * Up to max inodes whose record in data file file_id ends past byte end
+ * (the file is shorter than the record). Returns the count.
+ */
+int idx_records_past(struct idx *idx, uint32_t file_id, uint64_t end,
+		     struct idx_name *out, size_t max);
+/*
+ * The first record start after off in data file file_id: 1 and *next set,
+ * or 0 when no record follows.
+ */
+int idx_next_extent(struct idx *idx, uint32_t file_id, uint64_t off,
+		    uint64_t *next);
+/* 1 when an inode's record starts at off in data file file_id, else 0. */
+int idx_extent_at(struct idx *idx, uint32_t file_id, uint64_t off);
 
 /* Counts for statfs: live inodes and the sum of regular files' sizes. */
 int idx_statfs(struct idx *idx, uint64_t *ninodes, uint64_t *nbytes);
@@ -207,5 +260,32 @@ int idx_statfs(struct idx *idx, uint64_t *ninodes, uint64_t *nbytes);
 int idx_lookup_batch(struct idx *idx, size_t n, const uint64_t *parents,
 		     const char *const *names, int *found,
 		     struct idx_attr *attrs);
+
+/*
+ * idx_create() for a rebuild of the index from the data files: the new
+ * inode gets the number ino (above KV_ROOT_INO and unused, -EEXIST
+ * otherwise) instead of the next free one, so the rebuilt index keeps the
+ * numbers the records carry. Regular files and directories only (-EINVAL
+ * otherwise); size 0, no record (see idx_set_extent). Later idx_create()
+ * calls number above every inode created so far.
+ */
+int idx_create_ino(struct idx *idx, uint64_t parent, const char *name,
+		   struct idx_attr *attr, uint64_t ino);
+
+/* What the index holds (idx_count). */
+struct idx_counts {
+	uint64_t files;	       /* regular files with a name */
+	uint64_t dirs;	       /* directories, the root included */
+	uint64_t others;       /* symlinks, FIFOs, sockets, devices */
+	uint64_t orphans;      /* inodes without a name (nlink 0) */
+	uint64_t records;      /* inodes with a record, orphans included */
+	uint64_t record_bytes; /* their payload bytes */
+};
+/*
+ * Counts inodes by kind. Reads every inode row, holding idx->lock for the
+ * whole scan: give it a connection of its own (a second idx_open()) where
+ * other threads use the index.
+ */
+int idx_count(struct idx *idx, struct idx_counts *out);
 
 #endif

@@ -14,6 +14,8 @@
 . "$(dirname "$0")/lib.sh"
 
 t_init
+# Every part runs even when an earlier one differs; the test fails at the end.
+T_KEEP_GOING=1
 set=0
 for opts in "${T_OPTSETS[@]}"; do
 	set=$((set + 1))
@@ -89,6 +91,7 @@ tools() {
 }
 tools "$REF" "$T_TMP/ref.tools"
 tools "$T_MNT" "$T_TMP/kvfs.tools"
+t_daemons_alive "rm -r, cp -a, find, du"
 t_expect_none "$T_TMP/ref.tools" 'differs|ZERO|still exists|^status [^:]*: [1-9]' \
 	"reference tools"
 t_compare tools "$T_TMP/ref.tools" "$T_TMP/kvfs.tools"

@@ -15,6 +15,8 @@
 #   KVFS_TEST_TMP   where scratch dirs go (default /var/tmp: must be a disk
 #                   filesystem with O_DIRECT and user xattrs, not tmpfs)
 #   KVFS_OPTS       extra daemon arguments, e.g. "-o loglevel=debug"
+#   KVFS_STEP_LIMIT seconds after which one helper run counts as hung (300)
+#   KVFS_KEEP       keep the scratch dir of a failed test for inspection
 #
 # Exit codes: 0 pass, 77 skip, anything else fail.
 
@@ -25,6 +27,8 @@ T_TMP=
 T_MODE=
 T_NMOUNTS=0
 T_DONE=0
+T_KEEP_GOING=0 # 1: a differing transcript is reported, the test goes on
+T_NFAILED=0    # comparisons that failed while T_KEEP_GOING=1
 declare -A T_PID=()  # mountpoint -> daemon pid
 declare -A T_LOG=()  # mountpoint -> daemon stderr file
 
@@ -59,7 +63,7 @@ t_scan_log() {
 	fi
 }
 
-# 1 while pid is a live (not zombie) process.
+# Succeeds while pid is a live (not zombie) process.
 t_alive() {
 	local pid=$1 state
 	kill -0 "$pid" 2>/dev/null || return 1
@@ -215,17 +219,22 @@ t_target() {
 	return 0
 }
 
-# t_compare WHAT REF GOT [SKIP]: the two transcripts must be identical
-# (after dropping the first SKIP lines of each, default 0).
+# t_compare WHAT A B [SKIP [NAME_A NAME_B]]: the two transcripts must be
+# identical (after dropping the first SKIP lines of each, default 0). A is
+# by default the plain directory's, B the mount's.
 t_compare() {
 	local what=$1 ref=$2 got=$3 skip=${4:-0}
+	local na=${5:-plain dir} nb=${6:-kvfs}
 	tail -n +$((skip + 1)) "$ref" >"$T_TMP/$what.ref"
 	tail -n +$((skip + 1)) "$got" >"$T_TMP/$what.got"
-	if ! diff -u --label "reference ($what)" --label "kvfs ($what)" \
+	if ! diff -u --label "$na ($what)" --label "$nb ($what)" \
 		"$T_TMP/$what.ref" "$T_TMP/$what.got" >"$T_TMP/$what.diff"; then
-		echo "----- $what: transcripts differ (- plain dir, + kvfs) -----" >&2
+		echo "----- $what: transcripts differ (- $na, + $nb) -----" >&2
 		cat "$T_TMP/$what.diff" >&2
-		t_fail "$what: kvfs differs from the plain directory"
+		[ "$T_KEEP_GOING" = 1 ] || t_fail "$what: $nb differs from $na"
+		echo "[$T_NAME] FAILED: $what: $nb differs from $na (continuing)" >&2
+		T_NFAILED=$((T_NFAILED + 1))
+		return 0
 	fi
 	[ -s "$T_TMP/$what.ref" ] || t_fail "$what: empty transcript"
 	t_log "$what: identical ($(wc -l <"$T_TMP/$what.ref") lines)"
@@ -260,12 +269,23 @@ t_run() {
 	done
 	wait "$pid"
 	rc=$?
+	t_daemons_alive "$*"
 	if [ "$rc" -ne 0 ]; then
 		t_show "$err" 50
 		t_show "$out" 50
 		t_fail "$* exited with $rc"
 	fi
 	return 0
+}
+
+# t_daemons_alive WHAT: every daemon we mounted must still be running.
+t_daemons_alive() {
+	local mnt
+	for mnt in "${!T_PID[@]}"; do
+		t_alive "${T_PID[$mnt]}" && continue
+		t_show "${T_LOG[$mnt]}" 60
+		t_fail "the kvfs daemon (pid ${T_PID[$mnt]}) died while running: $1"
+	done
 }
 
 # Ends a test: unmounts whatever is still mounted, then passes (or, in a
@@ -275,6 +295,8 @@ t_finish() {
 	for mnt in "${!T_PID[@]}"; do
 		t_umount "$mnt"
 	done
+	[ "$T_NFAILED" -eq 0 ] ||
+		t_fail "$T_NFAILED comparison(s) differed (see FAILED above)"
 	T_DONE=1
 	if [ "$T_MODE" = ref ]; then
 		t_log "reference-only run passed its self-checks"

@@ -11,6 +11,11 @@
  *   lookup_probe access PATH              access(F_OK)
  *   lookup_probe interrupt PATH MS        stat, SIGALRM after MS ms
  *   lookup_probe setxattr PATH NAME VALUE
+ *   lookup_probe holdstore DIR SIZE N HELD...
+ *       opens every HELD file, then stores DIR/extra1.bin .. extraN.bin,
+ *       holding each one open once stored (prints each store line), then
+ *       reads every held file whole through its open descriptor and
+ *       prints "held: N readable, M not"
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +44,8 @@ static const char *lp_err(int e)
 		return "EINTR";
 	case EEXIST:
 		return "EEXIST";
+	case ENOSPC:
+		return "ENOSPC";
 	default:
 		return strerror(e);
 	}
@@ -200,6 +207,47 @@ static int lp_interrupt(const char *path, long ms)
 	return 0;
 }
 
+static int lp_holdstore(const char *dir, size_t size, int nextra, int nheld,
+			char **held)
+{
+	int *fds = calloc((size_t)(nheld + nextra), sizeof(*fds));
+	int nfds = 0, ok = 0, bad = 0;
+	char path[4096];
+	char *buf;
+
+	if (!fds)
+		return 2;
+	for (int i = 0; i < nheld; i++)
+		fds[nfds++] = open(held[i], O_RDONLY);
+	for (int i = 1; i <= nextra; i++) {
+		snprintf(path, sizeof(path), "%.4000s/extra%d.bin", dir, i);
+		lp_store(path, size, (uint64_t)(1000 + i));
+		fflush(stdout);
+		if (access(path, F_OK) == 0)
+			fds[nfds++] = open(path, O_RDONLY);
+	}
+	for (int i = 0; i < nfds; i++) {
+		struct stat st;
+		ssize_t n;
+
+		if (fds[i] < 0 || fstat(fds[i], &st) < 0) {
+			bad++;
+			continue;
+		}
+		buf = malloc((size_t)st.st_size + 1);
+		n = buf ? pread(fds[i], buf, (size_t)st.st_size + 1, 0) : -1;
+		if (n == st.st_size)
+			ok++;
+		else
+			bad++;
+		free(buf);
+		close(fds[i]);
+	}
+	printf("held: %d readable, %d not\n", ok, bad);
+	free(fds);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "storm") == 0)
@@ -224,6 +272,9 @@ int main(int argc, char **argv)
 		printf("setxattr: %s\n", lp_err(rc == 0 ? 0 : errno));
 		return 0;
 	}
+	if (argc >= 5 && strcmp(argv[1], "holdstore") == 0)
+		return lp_holdstore(argv[2], strtoull(argv[3], NULL, 0),
+				    atoi(argv[4]), argc - 5, argv + 5);
 	fprintf(stderr, "usage: see the comment at the top of %s\n", __FILE__);
 	return 2;
 }

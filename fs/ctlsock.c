@@ -1,0 +1,685 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control socket's daemon side (protocol in ctlsock.h): a thread that
+ * accepts one connection at a time on DATADIR/kvfs.sock, reads one request
+ * line, answers it with one JSON object and closes the connection.
+ *
+ * Paths arrive relative to the mount and are resolved here, from the root
+ * (KV_ROOT_INO), with idx_lookup(): every component but the last must be a
+ * directory; the last one need not exist (a verdict may say "absent").
+ *
+ * The status counts scan the whole inode table, so they run on a second
+ * index connection of this thread's own (opened on first use), never under
+ * the lock the FUSE workers take.
+ */
+#include "ctlsock.h"
+
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs_int.h"
+#include "notify.h"
+
+struct ctlsock {
+	struct fs *fs;
+	int dir_fd; /* DATADIR, O_PATH: where the socket lives */
+	int lfd;    /* the listening socket */
+	int efd;    /* eventfd: ctlsock_stop() wants the thread to end */
+	pthread_t thread;
+	struct idx *scan; /* second connection, the thread's only */
+	int scan_failed;  /* opening it failed once: do not retry */
+};
+
+/* A response being built; oom once any append failed. */
+struct ctlsock_buf {
+	char *buf;
+	size_t len;
+	size_t cap;
+	int oom;
+};
+
+static void ctlsock_printf(struct ctlsock_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void ctlsock_printf(struct ctlsock_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->oom)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(b->buf ? b->buf + b->len : NULL,
+		      b->buf ? b->cap - b->len : 0, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		b->oom = 1;
+		return;
+	}
+	if (!b->buf || b->len + (size_t)n >= b->cap) {
+		size_t ncap = b->cap ? b->cap : 1024;
+		char *nb;
+
+		while (ncap <= b->len + (size_t)n)
+			ncap *= 2;
+		nb = realloc(b->buf, ncap);
+		if (!nb) {
+			b->oom = 1;
+			return;
+		}
+		b->buf = nb;
+		b->cap = ncap;
+		va_start(ap, fmt);
+		vsnprintf(b->buf + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+	}
+	b->len += (size_t)n;
+}
+
+/* Appends s as a JSON string literal (bytes >= 0x80 pass through). */
+static void ctlsock_json_str(struct ctlsock_buf *b, const char *s)
+{
+	ctlsock_printf(b, "\"");
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			ctlsock_printf(b, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			ctlsock_printf(b, "\\u%04x", (unsigned char)*s);
+		else
+			ctlsock_printf(b, "%c", *s);
+	}
+	ctlsock_printf(b, "\"");
+}
+
+static void ctlsock_error(struct ctlsock_buf *b, int rc, const char *msg)
+{
+	const char *name = strerrorname_np(-rc);
+
+	b->len = 0;
+	ctlsock_printf(b, "{\"ok\": false, \"error\": ");
+	ctlsock_json_str(b, name ? name : "EIO");
+	ctlsock_printf(b, ", \"message\": ");
+	ctlsock_json_str(b, msg ? msg : strerror(-rc));
+	ctlsock_printf(b, "}\n");
+}
+
+static int ctlsock_hex(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Undoes the percent-encoding of s in place; -EINVAL on a bad escape. */
+static int ctlsock_decode(char *s)
+{
+	char *out = s;
+
+	for (; *s; s++) {
+		int hi, lo;
+
+		if (*s != '%') {
+			*out++ = *s;
+			continue;
+		}
+		hi = ctlsock_hex(s[1]);
+		lo = hi < 0 ? -1 : ctlsock_hex(s[2]);
+		if (lo < 0 || (hi | lo) == 0)
+			return -EINVAL; /* bad digits, or an encoded NUL */
+		*out++ = (char)(hi << 4 | lo);
+		s += 2;
+	}
+	*out = '\0';
+	return 0;
+}
+
+/*
+ * Resolves path (modified) to the key (*parent, *name) the lookup manager
+ * uses; *name points into path. -EINVAL for the root itself or a "..",
+ * -EPERM for the control files, else what idx_lookup() says about the
+ * directories on the way (-ENOENT, -ENOTDIR, -ENAMETOOLONG, -EIO).
+ */
+static int ctlsock_resolve(struct fs *fs, char *path, uint64_t *parent,
+			   const char **name, const char **why)
+{
+	uint64_t dir = KV_ROOT_INO;
+	struct idx_attr a;
+	char *p = path;
+	int rc;
+
+	*name = NULL;
+	for (;;) {
+		char *comp, *slash;
+
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		comp = p;
+		slash = strchr(p, '/');
+		if (slash) {
+			*slash = '\0';
+			p = slash + 1;
+		} else {
+			p += strlen(p);
+		}
+		if (strcmp(comp, ".") == 0)
+			continue;
+		if (strcmp(comp, "..") == 0) {
+			*why = "\"..\" is not allowed in a path";
+			return -EINVAL;
+		}
+		if (strlen(comp) > IDX_NAME_MAX)
+			return -ENAMETOOLONG;
+		if (*name) {
+			/* The previous component is a directory on the way. */
+			rc = idx_lookup(fs->idx, dir, *name, &a);
+			if (rc == -ENOENT)
+				*why = "a directory on the way does not exist";
+			if (rc < 0)
+				return rc;
+			if (!S_ISDIR(a.mode)) {
+				*why = "a component on the way is not a "
+				       "directory";
+				return -ENOTDIR;
+			}
+			dir = a.ino;
+		}
+		if (fs_ctl_reserved(dir, comp)) {
+			*why = "the control files have no verdicts";
+			return -EPERM;
+		}
+		*name = comp;
+	}
+	if (!*name) {
+		*why = "the root directory has no verdict; name a file or "
+		       "directory below it";
+		return -EINVAL;
+	}
+	*parent = dir;
+	return 0;
+}
+
+static const char *ctlsock_phase(enum vc_phase p)
+{
+	switch (p) {
+	case VC_PENDING:
+		return "pending";
+	case VC_IN_FLIGHT:
+		return "in_flight";
+	default:
+		return "resolved";
+	}
+}
+
+static const char *ctlsock_result(enum vc_outcome r)
+{
+	switch (r) {
+	case VC_HIT:
+		return "hit";
+	case VC_MISS:
+		return "miss";
+	default:
+		return "unknown";
+	}
+}
+
+static void ctlsock_verdict_json(struct ctlsock_buf *b,
+				 const struct vc_info *vi)
+{
+	ctlsock_printf(
+		b,
+		"{\"phase\": \"%s\", \"result\": \"%s\", "
+		"\"generation\": %llu, \"ino\": %llu, "
+		"\"quarantined\": %s, \"waiters\": %u, "
+		"\"holders\": %u}",
+		ctlsock_phase(vi->phase), ctlsock_result(vi->result),
+		(unsigned long long)vi->generation, (unsigned long long)vi->ino,
+		vi->quarantined ? "true" : "false", vi->nwaiters, vi->nrefs);
+}
+
+static void ctlsock_status(struct ctlsock *cs, struct ctlsock_buf *b)
+{
+	struct fs *fs = cs->fs;
+	uint64_t ninodes = 0, nbytes = 0, dirty;
+	struct idx_counts c;
+	struct timespec now;
+	struct vc_stats vs;
+	char path[PATH_MAX];
+	int rc, have_counts = 0;
+
+	if (!cs->scan && !cs->scan_failed) {
+		snprintf(path, sizeof(path), "%s/index.db", fs->cfg.datadir);
+		rc = idx_open(&cs->scan, path, fs->cfg.root_mode, fs->uid,
+			      fs->gid);
+		if (rc < 0) {
+			log_warn("cannot open a second connection to %s: %s; "
+				 "status will not count files",
+				 path, strerror(-rc));
+			cs->scan_failed = 1;
+		}
+	}
+	if (cs->scan && idx_count(cs->scan, &c) == 0)
+		have_counts = 1;
+	idx_statfs(fs->idx, &ninodes, &nbytes);
+	vc_get_stats(fs->vc, &vs);
+	pthread_mutex_lock(&fs->dirty_lock);
+	dirty = fs->dirty_bytes;
+	pthread_mutex_unlock(&fs->dirty_lock);
+	clock_gettime(CLOCK_REALTIME, &now);
+
+	ctlsock_printf(b, "{\"ok\": true, \"version\": \"%s\", \"datadir\": ",
+		       KVFS_VERSION);
+	ctlsock_json_str(b, fs->cfg.datadir);
+	ctlsock_printf(b, ", \"mountpoint\": ");
+	ctlsock_json_str(b, fs->cfg.mountpoint);
+	ctlsock_printf(b,
+		       ", \"pid\": %ld, \"uptime_seconds\": %lld, "
+		       "\"inodes\": %llu, \"bytes\": %llu",
+		       (long)getpid(),
+		       (long long)(now.tv_sec - fs->start_time.tv_sec),
+		       (unsigned long long)ninodes, (unsigned long long)nbytes);
+	if (have_counts)
+		ctlsock_printf(b,
+			       ", \"files\": %llu, \"directories\": %llu, "
+			       "\"others\": %llu, \"orphans\": %llu, "
+			       "\"records\": %llu, \"record_bytes\": %llu",
+			       (unsigned long long)c.files,
+			       (unsigned long long)c.dirs,
+			       (unsigned long long)c.others,
+			       (unsigned long long)c.orphans,
+			       (unsigned long long)c.records,
+			       (unsigned long long)c.record_bytes);
+	else
+		ctlsock_printf(b, ", \"files\": null, \"directories\": null");
+	ctlsock_printf(b,
+		       ", \"dirty_bytes\": %llu, \"dirty_limit\": %llu, "
+		       "\"verdicts\": %zu, \"quarantined\": %zu}\n",
+		       (unsigned long long)dirty,
+		       (unsigned long long)fs->cfg.dirty_limit, vs.nverdicts,
+		       vs.nquarantined);
+}
+
+static void ctlsock_info(struct ctlsock *cs, struct ctlsock_buf *b)
+{
+	struct fs *fs = cs->fs;
+
+	ctlsock_printf(b, "{\"ok\": true, \"version\": \"%s\", \"datadir\": ",
+		       KVFS_VERSION);
+	ctlsock_json_str(b, fs->cfg.datadir);
+	ctlsock_printf(b, ", \"mountpoint\": ");
+	ctlsock_json_str(b, fs->cfg.mountpoint);
+	ctlsock_printf(b, ", \"pid\": %ld}\n", (long)getpid());
+}
+
+static void ctlsock_verdicts(struct ctlsock *cs, struct ctlsock_buf *b)
+{
+	struct vc_stats vs;
+
+	vc_get_stats(cs->fs->vc, &vs);
+	ctlsock_printf(
+		b,
+		"{\"ok\": true, \"verdicts\": %zu, \"pending\": %zu, "
+		"\"quarantined\": %zu, \"parked\": %zu, \"probes\": %llu, "
+		"\"batched_keys\": %llu, \"coalesced\": %llu, \"hits\": %llu, "
+		"\"misses\": %llu, \"marked_misses\": %llu, "
+		"\"stale_discarded\": %llu, \"cancelled\": %llu, "
+		"\"probe_errors\": %llu, \"bumps\": %llu}\n",
+		vs.nverdicts, vs.npending, vs.nquarantined, vs.nparked,
+		(unsigned long long)vs.probes,
+		(unsigned long long)vs.batched_keys,
+		(unsigned long long)vs.coalesced, (unsigned long long)vs.hits,
+		(unsigned long long)vs.misses,
+		(unsigned long long)vs.marked_misses,
+		(unsigned long long)vs.stale_discarded,
+		(unsigned long long)vs.cancelled,
+		(unsigned long long)vs.probe_errors,
+		(unsigned long long)vs.bumps);
+}
+
+/* "verdict PATH" and "clear PATH"; path is decoded, then consumed. */
+static void ctlsock_name(struct ctlsock *cs, struct ctlsock_buf *b, char *path,
+			 int clear, const struct ucred *peer)
+{
+	struct fs *fs = cs->fs;
+	const char *name, *why = NULL;
+	struct vc_info vi = {0};
+	struct idx_attr a;
+	uint64_t parent;
+	char *shown;
+	int rc, had, changed, in_index;
+
+	shown = strdup(path);
+	if (!shown) {
+		ctlsock_error(b, -ENOMEM, NULL);
+		return;
+	}
+	rc = ctlsock_resolve(fs, path, &parent, &name, &why);
+	if (rc < 0) {
+		ctlsock_error(b, rc, why);
+		goto out_free;
+	}
+	had = vc_query(fs->vc, parent, name, &vi) == 0;
+	rc = idx_lookup(fs->idx, parent, name, &a);
+	if (rc < 0 && rc != -ENOENT) {
+		ctlsock_error(b, rc, "cannot read the index");
+		goto out_free;
+	}
+	in_index = rc == 0;
+
+	ctlsock_printf(b, "{\"ok\": true, \"path\": ");
+	ctlsock_json_str(b, shown);
+	ctlsock_printf(b, ", \"parent\": %llu, \"name\": ",
+		       (unsigned long long)parent);
+	ctlsock_json_str(b, name);
+	if (in_index)
+		ctlsock_printf(b,
+			       ", \"index\": {\"exists\": true, \"ino\": %llu, "
+			       "\"size\": %llu}",
+			       (unsigned long long)a.ino,
+			       (unsigned long long)a.size);
+	else
+		ctlsock_printf(b, ", \"index\": {\"exists\": false}");
+	ctlsock_printf(b, ", \"verdict\": ");
+	if (had)
+		ctlsock_verdict_json(b, &vi);
+	else
+		ctlsock_printf(b, "null");
+
+	if (clear) {
+		changed = vc_clear(fs->vc, parent, name);
+		/*
+		 * Whatever the verdict was, the kernel may hold a negative
+		 * entry that came from it: the next lookup must reach us.
+		 */
+		notify_entry_sync(fs->notify, parent, name);
+		ctlsock_printf(b, ", \"changed\": %s",
+			       changed ? "true" : "false");
+		if (changed && had)
+			log_info("cleared the verdict of %s (%s%s, generation "
+				 "%llu) for uid %u pid %ld; the next lookup "
+				 "asks the index",
+				 shown, ctlsock_result(vi.result),
+				 vi.quarantined ? ", quarantined" : "",
+				 (unsigned long long)vi.generation,
+				 (unsigned)peer->uid, (long)peer->pid);
+		else
+			log_info("clear of %s for uid %u pid %ld: %s", shown,
+				 (unsigned)peer->uid, (long)peer->pid,
+				 changed ? "cleared a verdict made meanwhile"
+				 : had	 ? "its verdict is not resolved yet, "
+					   "nothing to clear"
+					 : "no verdict held, nothing to clear");
+	}
+	ctlsock_printf(b, "}\n");
+out_free:
+	free(shown);
+}
+
+/* Reads one request line into line (NUL-terminated, LF dropped). */
+static int ctlsock_read_line(int fd, char *line, size_t cap)
+{
+	size_t len = 0;
+
+	while (len < cap - 1) {
+		ssize_t n = recv(fd, line + len, cap - 1 - len, 0);
+		char *lf;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		line[len] = '\0';
+		lf = memchr(line, '\n', len);
+		if (lf) {
+			*lf = '\0';
+			return 0;
+		}
+	}
+	line[len] = '\0';
+	return len < cap - 1 && len > 0 ? 0 : -EMSGSIZE;
+}
+
+static void ctlsock_write_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return; /* the client went away or timed out */
+		buf += n;
+		len -= (size_t)n;
+	}
+}
+
+static const char ctlsock_oom[] = "{\"ok\": false, \"error\": \"ENOMEM\", "
+				  "\"message\": \"out of memory\"}\n";
+
+static void ctlsock_serve(struct ctlsock *cs, int fd)
+{
+	struct timeval tv = {.tv_sec = CTLSOCK_TIMEOUT_S};
+	struct ctlsock_buf b = {0};
+	struct ucred peer;
+	socklen_t plen = sizeof(peer);
+	char *line, *arg;
+	int rc;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &plen) < 0)
+		return;
+	if (peer.uid != 0 && peer.uid != cs->fs->uid) {
+		log_warn("refused a control connection from uid %u pid %ld",
+			 (unsigned)peer.uid, (long)peer.pid);
+		ctlsock_error(&b, -EACCES,
+			      "only root and the owner of the mount may use "
+			      "the control socket");
+		goto out_reply;
+	}
+	line = malloc(CTLSOCK_LINE_MAX + 1);
+	if (!line) {
+		ctlsock_error(&b, -ENOMEM, NULL);
+		goto out_reply;
+	}
+	rc = ctlsock_read_line(fd, line, CTLSOCK_LINE_MAX + 1);
+	if (rc < 0) {
+		ctlsock_error(&b, rc,
+			      rc == -EMSGSIZE ? "request missing or too long"
+					      : "cannot read the request");
+		goto out_line;
+	}
+	arg = strchr(line, ' ');
+	if (arg)
+		*arg++ = '\0';
+	log_debug("request \"%s\" from uid %u pid %ld", line,
+		  (unsigned)peer.uid, (long)peer.pid);
+	if (strcmp(line, "info") == 0 && !arg) {
+		ctlsock_info(cs, &b);
+	} else if (strcmp(line, "status") == 0 && !arg) {
+		ctlsock_status(cs, &b);
+	} else if (strcmp(line, "verdicts") == 0 && !arg) {
+		ctlsock_verdicts(cs, &b);
+	} else if ((strcmp(line, "verdict") == 0 ||
+		    strcmp(line, "clear") == 0) &&
+		   arg) {
+		if (ctlsock_decode(arg) < 0)
+			ctlsock_error(&b, -EINVAL, "bad %-escape in the path");
+		else
+			ctlsock_name(cs, &b, arg, line[0] == 'c', &peer);
+	} else {
+		ctlsock_error(&b, -EINVAL,
+			      "unknown request; expected info, status, "
+			      "verdicts, verdict PATH or clear PATH");
+	}
+out_line:
+	free(line);
+out_reply:
+	if (b.oom)
+		ctlsock_write_all(fd, ctlsock_oom, sizeof(ctlsock_oom) - 1);
+	else if (b.buf)
+		ctlsock_write_all(fd, b.buf, b.len);
+	free(b.buf);
+}
+
+static void *ctlsock_main(void *arg)
+{
+	struct ctlsock *cs = arg;
+	struct pollfd pfd[2] = {{.fd = cs->lfd, .events = POLLIN},
+				{.fd = cs->efd, .events = POLLIN}};
+
+	for (;;) {
+		int fd;
+
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			log_err("poll: %s; the control socket stops",
+				strerror(errno));
+			break;
+		}
+		if (pfd[1].revents)
+			break;
+		fd = accept4(cs->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0) {
+			/* Out of descriptors or memory: do not spin. */
+			if (errno != EINTR && errno != ECONNABORTED)
+				poll(NULL, 0, 100);
+			continue;
+		}
+		ctlsock_serve(cs, fd);
+		close(fd);
+	}
+	return NULL;
+}
+
+/* Binds lfd to DATADIR/kvfs.sock, through /proc when the path is long. */
+static int ctlsock_bind(struct ctlsock *cs)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	const char *datadir = cs->fs->cfg.datadir;
+	struct stat st;
+	int n;
+
+	if (fstatat(cs->dir_fd, CTLSOCK_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			log_err("%s/%s exists and is not a socket; remove it "
+				"to get the control socket",
+				datadir, CTLSOCK_NAME);
+			return -EEXIST;
+		}
+		/* Left by a daemon that was killed: we hold the lock now. */
+		if (unlinkat(cs->dir_fd, CTLSOCK_NAME, 0) < 0)
+			return -errno;
+	}
+	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", datadir,
+		     CTLSOCK_NAME);
+	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
+		snprintf(sa.sun_path, sizeof(sa.sun_path),
+			 "/proc/self/fd/%d/%s", cs->dir_fd, CTLSOCK_NAME);
+	if (bind(cs->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -errno;
+	if (fchmodat(cs->dir_fd, CTLSOCK_NAME, 0600, 0) < 0 ||
+	    listen(cs->lfd, 16) < 0) {
+		int rc = -errno;
+
+		unlinkat(cs->dir_fd, CTLSOCK_NAME, 0);
+		return rc;
+	}
+	return 0;
+}
+
+int ctlsock_start(struct fs *fs)
+{
+	struct ctlsock *cs;
+	sigset_t all, old;
+	int rc;
+
+	cs = calloc(1, sizeof(*cs));
+	if (!cs)
+		return -ENOMEM;
+	cs->fs = fs;
+	cs->lfd = cs->efd = -1;
+	cs->dir_fd = open(fs->cfg.datadir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cs->dir_fd < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	cs->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cs->efd = eventfd(0, EFD_CLOEXEC);
+	if (cs->lfd < 0 || cs->efd < 0) {
+		rc = -errno;
+		goto out_close;
+	}
+	rc = ctlsock_bind(cs);
+	if (rc < 0)
+		goto out_close;
+	/* Signals belong to libfuse's threads. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = -pthread_create(&cs->thread, NULL, ctlsock_main, cs);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc < 0) {
+		unlinkat(cs->dir_fd, CTLSOCK_NAME, 0);
+		goto out_close;
+	}
+	fs->ctlsock = cs;
+	return 0;
+
+out_close:
+	if (cs->efd >= 0)
+		close(cs->efd);
+	if (cs->lfd >= 0)
+		close(cs->lfd);
+	if (cs->dir_fd >= 0)
+		close(cs->dir_fd);
+out_free:
+	log_err("cannot create the control socket %s/%s: %s; kvfsctl "
+		"verdicts and clear will not work",
+		fs->cfg.datadir, CTLSOCK_NAME, strerror(-rc));
+	free(cs);
+	return rc;
+}
+
+void ctlsock_stop(struct fs *fs)
+{
+	struct ctlsock *cs = fs->ctlsock;
+	uint64_t one = 1;
+
+	if (!cs)
+		return;
+	if (write(cs->efd, &one, sizeof(one)) != sizeof(one))
+		log_warn("cannot wake the control socket thread: %s",
+			 strerror(errno));
+	pthread_join(cs->thread, NULL);
+	unlinkat(cs->dir_fd, CTLSOCK_NAME, 0);
+	close(cs->lfd);
+	close(cs->efd);
+	close(cs->dir_fd);
+	idx_close(cs->scan);
+	free(cs);
+	fs->ctlsock = NULL;
+}
