@@ -151,6 +151,7 @@ static void fs_ctl_stats(struct fs *fs, struct fs_ctl_text *t)
 	struct store_stats ss;
 	struct vc_stats vs;
 	uint64_t dirty;
+	size_t nnodes;
 
 	vc_get_stats(fs->vc, &vs);
 	store_get_stats(fs->store, &ss);
@@ -232,8 +233,10 @@ static void fs_ctl_stats(struct fs *fs, struct fs_ctl_text *t)
 		      atomic_load(&fs->ndatafiles));
 	fs_ctl_metric(t, "dirty_bytes", "gauge",
 		      "Memory held by unsaved writes.", dirty);
-	fs_ctl_metric(t, "nodes", "gauge", "Inodes held in memory.",
-		      fs->nnodes);
+	pthread_mutex_lock(&fs->nodes_lock);
+	nnodes = fs->nnodes;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	fs_ctl_metric(t, "nodes", "gauge", "Inodes held in memory.", nnodes);
 }
 
 /* Writes s as a JSON string literal. */
@@ -326,6 +329,7 @@ void fs_ctl_read(fuse_req_t req, size_t size, off_t off,
 		 struct fuse_file_info *fi)
 {
 	struct fs_ctl_text *t = (struct fs_ctl_text *)(uintptr_t)fi->fh;
+	char *copy;
 
 	if (!t || (size_t)off >= t->len) {
 		fuse_reply_buf(req, NULL, 0);
@@ -333,7 +337,18 @@ void fs_ctl_read(fuse_req_t req, size_t size, off_t off,
 	}
 	if (size > t->len - (size_t)off)
 		size = t->len - (size_t)off;
-	fuse_reply_buf(req, t->buf + off, size);
+	/*
+	 * Reply from a copy: once the reply is out, the reader may close and
+	 * RELEASE on another thread frees t before fuse_reply_buf returns.
+	 */
+	copy = malloc(size);
+	if (!copy) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	memcpy(copy, t->buf + off, size);
+	fuse_reply_buf(req, copy, size);
+	free(copy);
 }
 
 void fs_ctl_release(fuse_req_t req, struct fuse_file_info *fi)
