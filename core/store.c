@@ -288,8 +288,16 @@ static int store_file_fd(struct store *st, uint32_t id)
 	pthread_mutex_lock(&st->files_lock);
 	if (id < st->nfiles && st->files[id]) {
 		f = st->files[id];
-		if (fstat(f->fd, &sb) == 0 && sb.st_nlink == 0 && !f->active &&
-		    f->npending == 0) {
+		if (fstat(f->fd, &sb) == 0 && sb.st_nlink == 0) {
+			/*
+			 * Its records will not survive a restart: they are
+			 * gone now. An active file stays in the table until
+			 * its lane rotates away from it (store_reserve).
+			 */
+			if (f->active || f->npending > 0) {
+				pthread_mutex_unlock(&st->files_lock);
+				return -ENOENT;
+			}
 			st->files[id] = NULL;
 			pthread_mutex_unlock(&st->files_lock);
 			log_warn("data file %06u.kvd was removed by someone "

@@ -36,6 +36,13 @@ struct stat;
 
 /* Control files live on inodes from here up; the index never gets there. */
 #define FS_CTL_INO (1ull << 62)
+/*
+ * Files up to this size are read whole, every chunk checked, on their first
+ * read, and then served from memory while open: a damaged chunk anywhere
+ * fails the read at offset 0, so the kernel, which splits a read into
+ * several requests, reports an error, never a short count.
+ */
+#define FS_VERIFY_MAX (64ull << 20)
 /* Write buffers come in segments of this size (a KV_CHUNK_SIZE multiple). */
 #define NODE_SEG (1u << 20)
 /* Idle segments kept for reuse, so stores do not fault in fresh pages. */
@@ -84,7 +91,8 @@ struct node {
 	 */
 	char **segs;
 	size_t nsegs;
-	int dirty;
+	int dirty;  /* segs hold bytes not saved yet */
+	int cached; /* segs hold the saved bytes, all chunks verified */
 	/* protected by fs->nodes_lock */
 	uint64_t nlookup;
 	unsigned nopen;
@@ -186,6 +194,14 @@ void node_free_extent(struct fs *fs, const struct kv_extent *ext);
  * with n->rw held exclusive. 0 when there was nothing to save.
  */
 int node_flush_locked(struct fs *fs, struct node *n);
+/*
+ * Loads n's saved bytes into its buffer, checking every chunk's CRC, and
+ * marks them cached. On failure (store_read's errors) nothing is kept.
+ * n->rw exclusive.
+ */
+int node_fill(struct fs *fs, struct node *n);
+/* Handles open on n now. */
+unsigned node_nopen(struct fs *fs, struct node *n);
 /* Loads n's current bytes into its write buffer. n->rw exclusive. */
 int node_make_dirty(struct fs *fs, struct node *n);
 /* Grows n's buffer to hold size bytes (undefined). n->rw exclusive. */

@@ -209,6 +209,16 @@ void node_put(struct fs *fs, struct node *n, uint64_t nlookup_dec,
 	node_destroy(n);
 }
 
+unsigned node_nopen(struct fs *fs, struct node *n)
+{
+	unsigned nopen;
+
+	pthread_mutex_lock(&fs->nodes_lock);
+	nopen = n->nopen;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return nopen;
+}
+
 int node_is_busy(struct fs *fs, uint64_t ino)
 {
 	struct node *n;
@@ -403,20 +413,20 @@ int node_iov(struct node *n, uint64_t off, uint64_t len, struct iovec *iov)
 	return cnt;
 }
 
-int node_make_dirty(struct fs *fs, struct node *n)
+int node_fill(struct fs *fs, struct node *n)
 {
 	uint64_t off = 0, size = n->attr.size;
 	int rc;
 
-	if (n->dirty)
+	if (n->dirty || n->cached)
 		return 0;
 	rc = node_reserve(fs, n, size);
 	if (rc < 0)
-		return rc;
+		goto out_discard;
 	if (size > 0 && !n->crcs_loaded) {
 		rc = idx_get_crcs(fs->idx, n->ino, &n->crcs, &n->ncrcs);
 		if (rc < 0)
-			return rc;
+			goto out_discard;
 		n->crcs_loaded = 1;
 	}
 	while (off < size) {
@@ -428,13 +438,27 @@ int node_make_dirty(struct fs *fs, struct node *n)
 			piece = size - off;
 		rc = store_read(fs->store, &n->attr.ext, n->crcs, off, piece,
 				&data, &got);
+		if (rc == 0 && got == 0)
+			rc = -EIO;
 		if (rc < 0)
-			return rc;
-		if (got == 0)
-			return -EIO;
+			goto out_discard;
 		node_copy_in(n, off, data, got);
 		off += got;
 	}
+	n->cached = 1;
+	return 0;
+out_discard:
+	node_discard(fs, n);
+	return rc;
+}
+
+int node_make_dirty(struct fs *fs, struct node *n)
+{
+	int rc = node_fill(fs, n);
+
+	if (rc < 0)
+		return rc;
+	n->cached = 0;
 	n->dirty = 1;
 	return 0;
 }
@@ -460,6 +484,7 @@ void node_discard(struct fs *fs, struct node *n)
 	free(n->segs);
 	n->segs = NULL;
 	n->dirty = 0;
+	n->cached = 0;
 }
 
 int node_flush_locked(struct fs *fs, struct node *n)

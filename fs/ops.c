@@ -647,7 +647,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 }
 
 /*
- * Replies the unsaved bytes [off, off + len) of n. The reply copies them
+ * Replies the buffered (unsaved or cached) bytes [off, off + len) of n. The reply copies them
  * out while n->rw is still held, so n is pinned: once the reply is out,
  * the kernel may release the last handle and drop n at once.
  */
@@ -690,7 +690,20 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	n = h->n;
 	pthread_rwlock_rdlock(&n->rw);
-	if ((uint64_t)off < n->attr.size && n->dirty) {
+	if ((uint64_t)off < n->attr.size && !n->dirty && !n->cached &&
+	    n->attr.size <= FS_VERIFY_MAX) {
+		/* First read: load and check the whole file (fs_int.h). */
+		pthread_rwlock_unlock(&n->rw);
+		pthread_rwlock_wrlock(&n->rw);
+#ifdef KVFS_FAULT_INJECTION
+		rc = fs_fault_read(fs, ino);
+		if (rc == 0)
+#endif
+			rc = node_fill(fs, n);
+		if (rc < 0)
+			goto out_unlock;
+	}
+	if ((uint64_t)off < n->attr.size && (n->dirty || n->cached)) {
 		got = n->attr.size - (uint64_t)off < size
 			      ? n->attr.size - (uint64_t)off
 			      : size;
@@ -706,6 +719,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 					n->crcs_loaded ? n->crcs : NULL,
 					(uint64_t)off, size, &data, &got);
 	}
+out_unlock:
 	/*
 	 * Unlock before replying: after the reply the kernel may release the
 	 * last handle and n with it. data is in this thread's read buffer.
@@ -803,6 +817,13 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino,
 		return;
 	}
 	n = h->n;
+	if (node_nopen(fs, n) == 1) {
+		/* The last handle: drop the cache, the kernel keeps a copy. */
+		pthread_rwlock_wrlock(&n->rw);
+		if (n->cached)
+			node_discard(fs, n);
+		pthread_rwlock_unlock(&n->rw);
+	}
 	if ((h->flags & O_ACCMODE) != O_RDONLY && fs_flush_node(fs, n) < 0) {
 		/*
 		 * close(2) already reported the error; the bytes could not be
