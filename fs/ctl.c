@@ -215,6 +215,9 @@ static void fs_ctl_stats(struct fs *fs, struct fs_ctl_text *t)
 		      "Reads that failed a CRC32C check.", ss.crc_errors);
 	fs_ctl_metric(t, "io_errors_total", "counter", "Data-file I/O errors.",
 		      ss.io_errors);
+	fs_ctl_metric(t, "disk_enospc_total", "counter",
+		      "Stores refused because the backing disk is full.",
+		      ss.enospc);
 	fs_ctl_metric(t, "evicted_total", "counter",
 		      "Blocks evicted to stay under the capacity.",
 		      atomic_load(&fs->evicted));

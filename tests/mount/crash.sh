@@ -204,7 +204,9 @@ for r in $(seq 1 $ROUNDS); do
 		"files $((du >> 20)) MiB: overhead $((over >> 20)) MiB" \
 		"($(awk -v o="$over" -v l="$live" \
 			'BEGIN { printf "%.1f", l ? 100 * o / l : 0 }')%" \
-		"of live; bound $((bound >> 20)) MiB)"
+		"of live; bound $((bound >> 20)) MiB); index" \
+		"$(du -cm "$T_DATA"/index.db* | tail -n 1 | cut -f1) MiB" \
+		"(not bounded here)"
 	[ "$du" -le "$bound" ] || {
 		ls -ls "$T_DATA/data" >&2
 		t_fail "round $r: data files take $du bytes > bound $bound" \

@@ -11,7 +11,8 @@
  *       three of them at about the same time on each key, so renames
  *       replace; every other operation, while it has any left, a writer
  *       unlinks one of the OLDLIST keys from two or more rounds ago (an
- *       evictor's unlink). Readers load (O_DIRECT open, one read of the
+ *       evictor's unlink; each old key has one unlinker, so ENOENT there
+ *       is a failure). Readers load (O_DIRECT open, one read of the
  *       whole block, compare) keys of this round and of OLDLIST.
  *   crash_client verify ROOT MANIFEST LIVELIST
  *       walks ROOT and loads every block; checks them against MANIFEST
@@ -401,13 +402,18 @@ static void *writer_main(void *arg)
 			next_old += NWRITERS;
 			key_path(rel, sizeof(rel), key);
 			mlog(r->mfd, "U %016llx\n", (unsigned long long)key);
-			if (unlinkat(r->root, rel, 0) == 0 || errno == ENOENT) {
+			e = unlinkat(r->root, rel, 0) == 0 ? 0 : errno;
+			/*
+			 * The key was visible after the last remount and only
+			 * this writer unlinks it: ENOENT means it vanished.
+			 */
+			if (e == 0 || e == ENOENT)
 				mlog(r->mfd, "X %016llx\n",
 				     (unsigned long long)key);
+			if (e == 0)
 				atomic_fetch_add(&r->unlinks, 1);
-			} else if (op_failed(r, errno, "unlink %s", rel)) {
+			else if (op_failed(r, e, "unlink %s", rel))
 				break;
-			}
 			continue;
 		}
 		/* Two to three stores of each key start at about once. */
