@@ -102,7 +102,7 @@ static ssize_t store_io_rw(int fd, const struct iovec *iov, int iovcnt,
 			   uint64_t off, int write)
 {
 	struct io_uring_sqe *sqe;
-	struct io_uring *ring;
+	struct io_uring *ring = NULL;
 	int rc;
 
 	rc = store_io_ring_get(&ring);
@@ -152,7 +152,7 @@ static int store_io_size(void *ctx, int fd, uint64_t *size)
 static int store_io_sync(void *ctx, int fd)
 {
 	struct io_uring_sqe *sqe;
-	struct io_uring *ring;
+	struct io_uring *ring = NULL;
 	int rc;
 
 	rc = store_io_ring_get(&ring);
@@ -176,7 +176,7 @@ const struct store_io_ops store_io_uring = {
 
 int store_io_probe(void)
 {
-	struct io_uring *ring;
+	struct io_uring *ring = NULL;
 
 	return store_io_ring_get(&ring);
 }

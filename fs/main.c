@@ -326,6 +326,36 @@ static void kvfs_free_extent(void *arg, const struct kv_extent *ext)
 	node_free_extent(arg, ext);
 }
 
+/* Marks DATADIR as cleanly stopped (see kvfs_open_store). */
+#define KVFS_CLEAN "kvfs.clean"
+
+static void kvfs_sync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+}
+
+static void kvfs_mark_clean(const char *datadir)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", datadir, KVFS_CLEAN);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		log_warn("cannot write %s: the next start will check the "
+			 "newest data files",
+			 path);
+		return;
+	}
+	close(fd);
+	kvfs_sync_dir(datadir);
+}
+
 /* Settles the capacity and watermarks in bytes. */
 static int kvfs_capacity(struct fs *fs)
 {
@@ -390,7 +420,18 @@ static int kvfs_open_store(struct fs *fs)
 	rc = idx_purge_orphans(fs->idx, kvfs_free_extent, fs);
 	if (rc > 0)
 		log_info("released %d files unlinked during the last run", rc);
-	fs_recover(fs);
+	/*
+	 * The marker says the last run stopped cleanly: every record it
+	 * appended is committed, nothing to recover. It is removed (and the
+	 * removal made durable) before anything is appended.
+	 */
+	snprintf(path, sizeof(path), "%s/%s", fs->cfg.datadir, KVFS_CLEAN);
+	if (unlink(path) == 0) {
+		kvfs_sync_dir(fs->cfg.datadir);
+		log_info("the last run stopped cleanly: no recovery needed");
+	} else {
+		fs_recover(fs);
+	}
 	return kvfs_capacity(fs);
 }
 
@@ -457,7 +498,7 @@ int main(int argc, char **argv)
 	struct fuse_cmdline_opts co = {0};
 	struct fs fs = {.lock_fd = -1};
 	int ret = KVFS_EXIT_CONFIG;
-	int rc;
+	int opened, rc;
 
 	fs.cfg.loglevel = LOG_LVL_INFO;
 	fs.uid = getuid();
@@ -568,8 +609,12 @@ out_session:
 	fuse_session_destroy(fs.se);
 out_close:
 	node_table_free(&fs);
+	opened = fs.store != NULL && fs.idx != NULL;
 	store_close(fs.store);
 	idx_close(fs.idx);
+	/* Every append is synchronous: after the loop nothing is half done. */
+	if (opened)
+		kvfs_mark_clean(fs.cfg.datadir);
 	if (fs.lock_fd >= 0)
 		close(fs.lock_fd);
 out_args:

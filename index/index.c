@@ -42,7 +42,8 @@
  *   indexes     dentries_ino (dentries.ino: a directory's only dentry, to
  *               walk up to the root), dentries_parent (dentries.parent, with
  *               the rowid: readdir in cookie order), inodes_file_id
- *               (inodes.file_id: data-file references), inodes_orphans
+ *               (inodes.file_id, rec_off: data-file references and the
+ *               record at an offset, for crash recovery), inodes_orphans
  *               (inodes.ino WHERE nlink = 0: start-up purge without a scan)
  *
  * The root directory has no dentry. A directory has exactly one dentry; a
@@ -79,6 +80,10 @@
 #define IDX_BUSY_TIMEOUT_MS 5000
 /* WAL pages after which the checkpointer copies the log back. */
 #define IDX_CK_FRAMES 1000
+/* WAL pages after which the checkpointer makes the log start over. */
+#define IDX_CK_RESTART 8000
+/* Size the WAL file is cut back to once it starts over (bytes). */
+#define IDX_WAL_LIMIT "67108864"
 /* XATTR_NAME_MAX and XATTR_SIZE_MAX of <linux/limits.h>. */
 #define IDX_XATTR_NAME_MAX 255
 #define IDX_XATTR_SIZE_MAX 65536
@@ -276,7 +281,7 @@ static const char idx_schema_sql[] =
 	"INSERT INTO stats (id, ninodes, nbytes) VALUES (1, 0, 0);"
 	"CREATE INDEX dentries_ino ON dentries (ino);"
 	"CREATE INDEX dentries_parent ON dentries (parent);"
-	"CREATE INDEX inodes_file_id ON inodes (file_id);"
+	"CREATE INDEX inodes_file_id ON inodes (file_id, rec_off);"
 	"CREATE INDEX inodes_orphans ON inodes (ino) WHERE nlink = 0;"
 	"CREATE INDEX inodes_lru ON inodes (lru_ns, ino) WHERE file_id != 0;"
 	"CREATE INDEX dentries_tmp ON dentries (id) WHERE name LIKE '%.tmp';"
@@ -311,6 +316,7 @@ struct idx {
 	int ck_running; /* written before the thread starts / after it ends */
 	int ck_stop;	/* protected by ck_lock */
 	int ck_frames; /* WAL frames at the last commit, protected by ck_lock */
+	int ck_frames_last; /* log the last checkpoint saw; its thread only */
 };
 
 static void idx_lock(struct idx *idx)
@@ -1032,8 +1038,20 @@ static void *idx_checkpointer(void *arg)
 		return NULL;
 	}
 	sqlite3_busy_timeout(db, 5000);
+	/*
+	 * A connection learns that the database is in WAL mode only when it
+	 * first reads it; until then a checkpoint does nothing and reports
+	 * success.
+	 */
+	rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_schema", NULL, NULL,
+			  NULL);
+	if (rc != SQLITE_OK)
+		log_warn("%s: checkpointer cannot read the index: %s",
+			 idx->path, sqlite3_errmsg(db));
 	pthread_mutex_lock(&idx->ck_lock);
 	while (!idx->ck_stop) {
+		int nlog = 0, ndone = 0;
+
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
 		if (idx->ck_frames < IDX_CK_FRAMES)
@@ -1043,11 +1061,25 @@ static void *idx_checkpointer(void *arg)
 			continue;
 		idx->ck_frames = 0;
 		pthread_mutex_unlock(&idx->ck_lock);
+		/*
+		 * PASSIVE never blocks writers, but under a steady stream of
+		 * commits it never catches up and the log only grows; past
+		 * IDX_CK_RESTART frames, RESTART waits for the writer once
+		 * so the next commit starts the log over.
+		 */
 		rc = sqlite3_wal_checkpoint_v2(
-			db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+			db, NULL,
+			idx->ck_frames_last >= IDX_CK_RESTART
+				? SQLITE_CHECKPOINT_RESTART
+				: SQLITE_CHECKPOINT_PASSIVE,
+			&nlog, &ndone);
+		idx->ck_frames_last = nlog;
 		if (rc != SQLITE_OK && rc != SQLITE_BUSY)
 			log_warn("%s: checkpoint: %s", idx->path,
 				 sqlite3_errmsg(db));
+		else if (nlog < 0)
+			log_warn("%s: checkpoint found no write-ahead log",
+				 idx->path);
 		pthread_mutex_lock(&idx->ck_lock);
 	}
 	pthread_mutex_unlock(&idx->ck_lock);
@@ -1070,6 +1102,7 @@ int idx_start_checkpointer(struct idx *idx)
 		return -rc;
 	idx->ck_running = 1;
 	idx_lock(idx);
+	idx_exec(idx, "PRAGMA journal_size_limit = " IDX_WAL_LIMIT);
 	sqlite3_wal_autocheckpoint(idx->db, 0);
 	sqlite3_wal_hook(idx->db, idx_wal_hook, idx);
 	idx_unlock(idx);
