@@ -312,6 +312,12 @@ struct idx {
 	/* The checkpointer (idx_start_checkpointer), with its own lock. */
 	pthread_mutex_t ck_lock;
 	pthread_cond_t ck_cond;
+	/*
+	 * Held around every checkpoint: SQLite lets one run at a time and
+	 * answers SQLITE_BUSY at once, without the busy handler, to a second
+	 * one. Taken before idx->lock, never after it.
+	 */
+	pthread_mutex_t ck_run;
 	pthread_t ck_thread;
 	int ck_running; /* written before the thread starts / after it ends */
 	int ck_stop;	/* protected by ck_lock */
@@ -978,6 +984,7 @@ int idx_open(struct idx **out, const char *path, uint32_t root_mode,
 		goto out_free_path;
 	}
 	pthread_mutex_init(&idx->ck_lock, NULL);
+	pthread_mutex_init(&idx->ck_run, NULL);
 	pthread_cond_init(&idx->ck_cond, NULL);
 	idx_lock(idx);
 	rc = idx_open_db(idx, root_mode, root_uid, root_gid);
@@ -992,6 +999,7 @@ out_close_db:
 	sqlite3_close(idx->db);
 	pthread_mutex_destroy(&idx->lock);
 	pthread_mutex_destroy(&idx->ck_lock);
+	pthread_mutex_destroy(&idx->ck_run);
 	pthread_cond_destroy(&idx->ck_cond);
 out_free_path:
 	free(idx->path);
@@ -1067,19 +1075,25 @@ static void *idx_checkpointer(void *arg)
 		 * IDX_CK_RESTART frames, RESTART waits for the writer once
 		 * so the next commit starts the log over.
 		 */
+		pthread_mutex_lock(&idx->ck_run);
 		rc = sqlite3_wal_checkpoint_v2(
 			db, NULL,
 			idx->ck_frames_last >= IDX_CK_RESTART
 				? SQLITE_CHECKPOINT_RESTART
 				: SQLITE_CHECKPOINT_PASSIVE,
 			&nlog, &ndone);
-		idx->ck_frames_last = nlog;
-		if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+		pthread_mutex_unlock(&idx->ck_run);
+		if (rc == SQLITE_BUSY) {
+			/* A reader or the writer held on: next tick. */
+		} else if (rc != SQLITE_OK) {
 			log_warn("%s: checkpoint: %s", idx->path,
 				 sqlite3_errmsg(db));
-		else if (nlog < 0)
+		} else if (nlog < 0) {
 			log_warn("%s: checkpoint found no write-ahead log",
 				 idx->path);
+		} else {
+			idx->ck_frames_last = nlog;
+		}
 		pthread_mutex_lock(&idx->ck_lock);
 	}
 	pthread_mutex_unlock(&idx->ck_lock);
@@ -1140,6 +1154,7 @@ void idx_close(struct idx *idx)
 	idx_unlock(idx);
 	pthread_mutex_destroy(&idx->lock);
 	pthread_mutex_destroy(&idx->ck_lock);
+	pthread_mutex_destroy(&idx->ck_run);
 	pthread_cond_destroy(&idx->ck_cond);
 	free(idx->path);
 	free(idx);
@@ -2059,6 +2074,7 @@ int idx_sync(struct idx *idx)
 {
 	int rc;
 
+	pthread_mutex_lock(&idx->ck_run);
 	idx_lock(idx);
 	/*
 	 * A FULL checkpoint syncs the WAL, copies it into the database and
@@ -2069,6 +2085,7 @@ int idx_sync(struct idx *idx)
 	if (rc != SQLITE_OK)
 		rc = idx_errno(idx, rc, __func__);
 	idx_unlock(idx);
+	pthread_mutex_unlock(&idx->ck_run);
 	return rc;
 }
 
