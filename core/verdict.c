@@ -134,6 +134,7 @@ struct vc {
 	size_t max_batch;
 	size_t retain;
 	bool threaded;
+	bool inline_probe;
 	bool worker_started;
 	pthread_t worker;
 
@@ -155,6 +156,7 @@ struct vc {
 	struct vc_list posted; /* batches flushed, not yet probed */
 	struct vc_list spare;  /* batches to reuse */
 	uint64_t next_gen;
+	bool probing;  /* a thread is in ops->probe (one at a time) */
 	bool stopping; /* vc_shutdown() began: no new probes */
 	bool shut;     /* vc_shutdown() answered everyone: no new waiters */
 	struct vc_stats st; /* counters; the n* fields are filled on demand */
@@ -368,7 +370,8 @@ static struct vc_verdict *vc_verdict_new(struct vc *vc, uint64_t parent,
 	return v;
 }
 
-static void vc_make_pending(struct vc *vc, struct vc_verdict *v)
+/* Queues v for a probe; the caller wakes the worker, or probes itself. */
+static void vc_queue(struct vc *vc, struct vc_verdict *v)
 {
 	v->gen = ++vc->next_gen;
 	v->phase = VC_PENDING;
@@ -377,6 +380,11 @@ static void vc_make_pending(struct vc *vc, struct vc_verdict *v)
 	v->queued_ns = vc->ops.now_ns(vc->ops.ctx);
 	vc_list_add_tail(&vc->pending, &v->link);
 	vc->npending++;
+}
+
+static void vc_make_pending(struct vc *vc, struct vc_verdict *v)
+{
+	vc_queue(vc, v);
 	pthread_cond_signal(&vc->wake);
 }
 
@@ -629,10 +637,16 @@ static void vc_run_batch(struct vc *vc, struct vc_list *out)
 	int rc;
 
 	vc_list_del(&b->link);
+	assert(!vc->probing);
+	vc->probing = true;
 	pthread_mutex_unlock(&vc->lock);
 	rc = vc->ops.probe(vc->ops.ctx, b->n, b->parents,
 			   (const char *const *)b->names, b->found, b->inos);
 	pthread_mutex_lock(&vc->lock);
+	vc->probing = false;
+	/* Keys that came meanwhile: the worker may have skipped them. */
+	if (vc->npending > 0 || !vc_list_empty(&vc->posted))
+		pthread_cond_signal(&vc->wake);
 	assert(rc <= 0);
 	vc->st.probes++;
 	vc->st.batched_keys += b->n;
@@ -705,7 +719,8 @@ static int vc_step(struct vc *vc, uint64_t *wait)
 		pthread_mutex_lock(&vc->lock);
 		did = 1;
 	}
-	if (vc->stopping)
+	/* An inline probe runs: its thread wakes us when it is done. */
+	if (vc->stopping || vc->probing)
 		return did;
 	if (vc_list_empty(&vc->posted) && vc_due(vc, wait)) {
 		int rc = vc_flush_one(vc);
@@ -793,6 +808,7 @@ int vc_new(struct vc **out, const struct vc_ops *ops,
 		vc->max_batch = cfg->max_batch;
 		vc->retain = cfg->retain;
 		vc->threaded = cfg->threaded != 0;
+		vc->inline_probe = cfg->inline_probe != 0;
 	} else {
 		vc->retain = VC_DEFAULT_RETAIN;
 		vc->threaded = true;
@@ -944,6 +960,8 @@ int vc_lookup(struct vc *vc, uint64_t parent, const char *name, void *waiter,
 {
 	struct vc_verdict *v;
 	struct vc_wait *w;
+	struct vc_list out;
+	bool self = false;
 	size_t len;
 	int rc;
 
@@ -981,7 +999,13 @@ int vc_lookup(struct vc *vc, uint64_t parent, const char *name, void *waiter,
 			rc = -ENOMEM;
 			goto out_unlock;
 		}
-		vc_make_pending(vc, v);
+		/* Nothing probing or posted: no batch to wait for or join. */
+		self = vc->inline_probe && vc->window_ns == 0 && !vc->probing &&
+		       vc_list_empty(&vc->posted);
+		if (self)
+			vc_queue(vc, v);
+		else
+			vc_make_pending(vc, v);
 	}
 	w->waiter = waiter;
 	w->v = v;
@@ -991,6 +1015,17 @@ int vc_lookup(struct vc *vc, uint64_t parent, const char *name, void *waiter,
 	*ino = 0;
 	*gen = v->gen;
 	rc = VC_PARKED;
+	if (self) {
+		/* Our key and any others pending, probed on this thread. */
+		vc_list_init(&out);
+		if (vc_flush_one(vc) == 0)
+			vc_run_batch(vc, &out);
+		else
+			pthread_cond_signal(&vc->wake);
+		pthread_mutex_unlock(&vc->lock);
+		vc_answer_list(vc, &out);
+		return rc;
+	}
 out_unlock:
 	pthread_mutex_unlock(&vc->lock);
 	return rc;

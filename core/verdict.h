@@ -99,6 +99,13 @@ struct vc_config {
 	size_t retain;
 	/* 1: vc_new() starts the probe worker; 0: manual mode (tests). */
 	int threaded;
+	/*
+	 * 1: a vc_lookup() that queues a key while no probe runs or waits
+	 * (window_ns 0) probes that batch itself, on the caller's thread,
+	 * instead of waking the worker: one thread handoff less on a cold
+	 * lookup. Keys arriving meanwhile wait for the worker as usual.
+	 */
+	int inline_probe;
 };
 
 struct vc_stats {
@@ -154,8 +161,8 @@ void vc_free(struct vc *vc);
  * RESOLVED verdict, waiter not kept; or VC_PARKED: waiter is kept and
  * answer() is called for it exactly once, unless vc_cancel() returns 0 for
  * it first. On VC_PARKED answer() may already be running on another
- * thread: the caller must not touch waiter again, and should arm its
- * interrupt hook before calling. -ENOMEM, -ENAMETOOLONG, -EINVAL (empty
+ * thread, or have run on this one (inline_probe): the caller must not touch
+ * waiter again, and should arm its interrupt hook before calling. -ENOMEM, -ENAMETOOLONG, -EINVAL (empty
  * name) and -ESHUTDOWN change nothing; the caller replies the error.
  * waiter must not be parked already.
  */

@@ -460,6 +460,7 @@ static int kvfs_start_vc(struct fs *fs)
 	};
 	const struct vc_config cfg = {
 		.retain = VC_DEFAULT_RETAIN,
+		.inline_probe = 1,
 		.threaded = 1,
 	};
 

@@ -1267,6 +1267,123 @@ static void test_threaded_window_real_clock(void **state)
 			 VC_HIT);
 }
 
+/* ---- inline probes ---- */
+
+/* Manual mode with inline probes: the caller's own thread answers. */
+static void test_inline_probe_answers_before_return(void **state)
+{
+	struct tv_fx *fx = *state;
+	struct vc_config cfg = {.retain = 4, .inline_probe = 1};
+	struct tv_waiter w1 = {0}, w2 = {0};
+	uint64_t ino = 1, gen = 0;
+
+	tv_fx_start(fx, &cfg);
+	fx->reenter = true;
+	tv_present_add(fx, "a", 42);
+	assert_int_equal(tv_look(fx, "a", &w1, &ino, &gen), VC_PARKED);
+	/* No vc_poll(): answered before vc_lookup() returned. */
+	assert_int_equal(atomic_load(&w1.nreplies), 1);
+	assert_int_equal(w1.result, VC_HIT);
+	assert_int_equal(w1.ino, 42);
+	assert_int_equal(w1.gen, gen);
+	assert_int_equal(tv_stats(fx).probes, 1);
+	assert_int_equal(tv_stats(fx).nparked, 0);
+	assert_int_equal(tv_look(fx, "a", &w2, &ino, NULL), VC_HIT);
+	assert_int_equal(ino, 42);
+	assert_int_equal(atomic_load(&w2.nreplies), 0);
+	assert_int_equal(tv_look(fx, "b", &w2, &ino, NULL), VC_PARKED);
+	assert_int_equal(atomic_load(&w2.nreplies), 1);
+	assert_int_equal(w2.result, VC_MISS);
+	assert_int_equal(tv_calls(fx), 2);
+	assert_int_equal(vc_poll(fx->vc), 0);
+}
+
+struct tv_inliner {
+	struct tv_fx *fx;
+	const char *name;
+	struct tv_waiter w;
+	int rc;
+	int replies_at_return; /* w's answers when vc_lookup() returned */
+};
+
+static void *tv_inliner_main(void *arg)
+{
+	struct tv_inliner *t = arg;
+
+	t->rc = tv_look(t->fx, t->name, &t->w, NULL, NULL);
+	t->replies_at_return = atomic_load(&t->w.nreplies);
+	return NULL;
+}
+
+/*
+ * While one thread probes inline, a lookup of the same key joins its batch
+ * and one of another key parks for the worker: neither blocks, and neither
+ * probes a second batch at the same time.
+ */
+static void test_inline_probe_others_wait_for_worker(void **state)
+{
+	struct tv_fx *fx = *state;
+	struct vc_config cfg = {.threaded = 1, .retain = 4, .inline_probe = 1};
+	struct tv_inliner t = {.fx = fx, .name = "a"};
+	struct tv_waiter w2 = {0}, w3 = {0};
+	pthread_t th;
+
+	tv_present_add(fx, "a", 5);
+	tv_gate(fx, true, false);
+	tv_fx_start(fx, &cfg);
+	assert_int_equal(pthread_create(&th, NULL, tv_inliner_main, &t), 0);
+	tv_wait_calls(fx, 1);
+	assert_int_equal(tv_info(fx, "a").phase, VC_IN_FLIGHT);
+	assert_int_equal(tv_look(fx, "a", &w2, NULL, NULL), VC_PARKED);
+	assert_int_equal(tv_look(fx, "b", &w3, NULL, NULL), VC_PARKED);
+	assert_int_equal(tv_info(fx, "b").phase, VC_PENDING);
+	/* The worker leaves "b" alone while the inline probe runs. */
+	assert_int_equal(tv_calls(fx), 1);
+	tv_gate(fx, true, true);
+	pthread_join(th, NULL);
+	assert_int_equal(t.rc, VC_PARKED);
+	assert_int_equal(t.replies_at_return, 1);
+	assert_int_equal(t.w.result, VC_HIT);
+	assert_int_equal(t.w.ino, 5);
+	tv_wait_answers(fx, 3);
+	assert_int_equal(atomic_load(&w2.nreplies), 1);
+	assert_int_equal(w2.result, VC_HIT);
+	assert_int_equal(atomic_load(&w3.nreplies), 1);
+	assert_int_equal(w3.result, VC_MISS);
+	assert_int_equal(tv_calls(fx), 2);
+	assert_int_equal(tv_stats(fx).coalesced, 1);
+}
+
+/*
+ * A create committed while the inline probe read the index: the stale
+ * "absent" is discarded and the waiter gets the new truth, through the
+ * worker (vc_poll here).
+ */
+static void test_inline_probe_stale_result(void **state)
+{
+	struct tv_fx *fx = *state;
+	struct vc_config cfg = {.retain = 4, .inline_probe = 1};
+	struct tv_inliner t = {.fx = fx, .name = "a"};
+	uint64_t g2;
+	pthread_t th;
+
+	tv_gate(fx, true, false);
+	tv_fx_start(fx, &cfg);
+	assert_int_equal(pthread_create(&th, NULL, tv_inliner_main, &t), 0);
+	tv_wait_calls(fx, 1);
+	g2 = vc_bump(fx->vc, TV_PARENT, "a", 1, 9);
+	tv_gate(fx, true, true);
+	pthread_join(th, NULL);
+	assert_int_equal(t.rc, VC_PARKED);
+	assert_int_equal(tv_stats(fx).stale_discarded, 1);
+	assert_int_equal(atomic_load(&t.w.nreplies), 0);
+	assert_int_equal(vc_poll(fx->vc), 1);
+	assert_int_equal(atomic_load(&t.w.nreplies), 1);
+	assert_int_equal(t.w.result, VC_HIT);
+	assert_int_equal(t.w.ino, 9);
+	assert_int_equal(t.w.gen, g2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1358,6 +1475,15 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_shutdown_answers_parked,
 						setup_cache, teardown),
+		/* inline probes */
+		cmocka_unit_test_setup_teardown(
+			test_inline_probe_answers_before_return, setup_bare,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_inline_probe_others_wait_for_worker, setup_bare,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_inline_probe_stale_result,
+						setup_bare, teardown),
 		/* threaded mode */
 		cmocka_unit_test_setup_teardown(
 			test_threaded_concurrent_lookups_one_probe, setup_bare,
