@@ -31,6 +31,9 @@ struct store_file {
 	/* protected by st->files_lock */
 	int active;	   /* some lane appends to it */
 	unsigned npending; /* appends not yet committed or abandoned */
+	uint64_t end;	   /* end of the last reservation this run */
+	/* Every record below is committed or abandoned (store_horizons). */
+	uint64_t quiet;
 };
 
 struct store_lane {
@@ -578,6 +581,7 @@ static int store_reserve(struct store *st, uint64_t span,
 		l->tail += span;
 		pthread_mutex_lock(&st->files_lock);
 		l->file->npending++;
+		l->file->end = l->tail;
 		pthread_mutex_unlock(&st->files_lock);
 	}
 	pthread_mutex_unlock(&l->lock);
@@ -595,8 +599,13 @@ static void store_unreserve(struct store *st, struct store_file *f,
 	at_tail = l->file == f && l->tail == off + span;
 	if (at_tail) {
 		l->tail = off;
-		if (ftruncate(f->fd, (off_t)off) < 0)
+		if (ftruncate(f->fd, (off_t)off) < 0) {
 			at_tail = 0;
+		} else {
+			pthread_mutex_lock(&st->files_lock);
+			f->end = off;
+			pthread_mutex_unlock(&st->files_lock);
+		}
 	}
 	pthread_mutex_unlock(&l->lock);
 	if (!at_tail)
@@ -703,11 +712,30 @@ int store_append_name(struct store *st, uint64_t ino, const char *path)
 
 void store_append_done(struct store *st, uint32_t file_id)
 {
+	struct store_file *f;
+
 	pthread_mutex_lock(&st->files_lock);
-	if (file_id < st->nfiles && st->files[file_id] &&
-	    st->files[file_id]->npending > 0)
-		st->files[file_id]->npending--;
+	f = file_id < st->nfiles ? st->files[file_id] : NULL;
+	if (f && f->npending > 0 && --f->npending == 0)
+		f->quiet = f->end;
 	pthread_mutex_unlock(&st->files_lock);
+}
+
+int store_horizons(struct store *st, uint32_t *ids, uint64_t *offs, size_t max)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&st->files_lock);
+	for (uint32_t id = 0; id < st->nfiles && n < max; id++) {
+		struct store_file *f = st->files[id];
+
+		if (f && f->quiet > 0) {
+			ids[n] = id;
+			offs[n++] = f->quiet;
+		}
+	}
+	pthread_mutex_unlock(&st->files_lock);
+	return (int)n;
 }
 
 /* The calling thread's read buffer, at least len bytes, KV_ALIGN-aligned. */
@@ -978,11 +1006,11 @@ int store_file_size(struct store *st, uint32_t id, uint64_t *size)
 	return st->ops.size(st->ops.ctx, fd, size);
 }
 
-int store_recover_file(struct store *st, uint32_t id, store_ref_fn referenced,
-		       store_next_fn next, void *arg,
+int store_recover_file(struct store *st, uint32_t id, uint64_t from,
+		       store_ref_fn referenced, store_next_fn next, void *arg,
 		       struct store_recovery *out)
 {
-	uint64_t off = 0, size, cap = STORE_HDR_READ;
+	uint64_t off = from, size, cap = STORE_HDR_READ;
 	unsigned char *hdr = NULL;
 	int fd, rc;
 

@@ -179,7 +179,16 @@ struct store_recovery {
 };
 
 /*
- * After a crash: walks data file id record by record and punches every
+ * Recovery horizons: for up to max data files appended to in this run,
+ * ids[i] and offs[i] such that every record of that file below offs[i] is
+ * committed to the index or abandoned (punched), as seen at some moment
+ * when none of its appends was pending. Returns how many were filled.
+ */
+int store_horizons(struct store *st, uint32_t *ids, uint64_t *offs, size_t max);
+
+/*
+ * After a crash: walks data file id record by record from offset from (0,
+ * or a record boundary such as a horizon) and punches every
  * data record for which referenced(arg, id, off) says 0 (appended, never
  * committed to the index). Where no whole record starts, it punches up to
  * the next committed record (next(arg, id, off, &next_off) returns 1 and
@@ -189,8 +198,8 @@ struct store_recovery {
 typedef int (*store_ref_fn)(void *arg, uint32_t id, uint64_t off);
 typedef int (*store_next_fn)(void *arg, uint32_t id, uint64_t off,
 			     uint64_t *next_off);
-int store_recover_file(struct store *st, uint32_t id, store_ref_fn referenced,
-		       store_next_fn next, void *arg,
+int store_recover_file(struct store *st, uint32_t id, uint64_t from,
+		       store_ref_fn referenced, store_next_fn next, void *arg,
 		       struct store_recovery *out);
 
 struct store_stats {

@@ -435,6 +435,86 @@ out_free:
 	free(shown);
 }
 
+/*
+ * Parses an eviction target: a byte count, or "N%" of the capacity (N at
+ * most 100). -EINVAL for anything else.
+ */
+static int ctlsock_target(const struct fs *fs, const char *arg,
+			  uint64_t *target)
+{
+	unsigned long long v;
+	char *end;
+
+	if (*arg < '0' || *arg > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(arg, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (end[0] == '%' && end[1] == '\0') {
+		if (v > 100)
+			return -EINVAL;
+		*target = fs->cfg.capacity / 100 * v +
+			  fs->cfg.capacity % 100 * v / 100;
+		return 0;
+	}
+	if (*end)
+		return -EINVAL;
+	*target = v;
+	return 0;
+}
+
+/* "evict TARGET": evicts least-recently-used blocks down to TARGET. */
+static void ctlsock_evict(struct ctlsock *cs, struct ctlsock_buf *b,
+			  const char *arg, const struct ucred *peer)
+{
+	struct fs *fs = cs->fs;
+	struct fs_evict_result r;
+	uint64_t target;
+	int reached;
+
+	if (ctlsock_target(fs, arg, &target) < 0) {
+		ctlsock_error(b, -EINVAL,
+			      "bad eviction target; expected a byte count or "
+			      "a percentage of the capacity (N%)");
+		return;
+	}
+	fs_evict(fs, target, &r);
+	reached = r.used_after <= target;
+	if (r.blocks)
+		log_info("evicted %llu blocks (%llu bytes) for uid %u pid %ld "
+			 "(kvfsctl evict): use %llu -> %llu bytes, target "
+			 "%llu%s",
+			 (unsigned long long)r.blocks,
+			 (unsigned long long)r.bytes, (unsigned)peer->uid,
+			 (long)peer->pid, (unsigned long long)r.used_before,
+			 (unsigned long long)r.used_after,
+			 (unsigned long long)target,
+			 reached ? ""
+				 : " not reached (what is left is open, or is "
+				   "the index)");
+	else
+		log_info("eviction to %llu bytes for uid %u pid %ld (kvfsctl "
+			 "evict): %s",
+			 (unsigned long long)target, (unsigned)peer->uid,
+			 (long)peer->pid,
+			 reached ? "use is already there, nothing evicted"
+				 : "nothing could be evicted (all open)");
+	ctlsock_printf(b,
+		       "{\"ok\": true, \"target\": %llu, \"capacity\": %llu, "
+		       "\"used_before\": %llu, \"used_after\": %llu, "
+		       "\"evicted\": %llu, \"evicted_bytes\": %llu, "
+		       "\"evicted_total\": %llu, \"reached\": %s}\n",
+		       (unsigned long long)target,
+		       (unsigned long long)fs->cfg.capacity,
+		       (unsigned long long)r.used_before,
+		       (unsigned long long)r.used_after,
+		       (unsigned long long)r.blocks,
+		       (unsigned long long)r.bytes,
+		       (unsigned long long)atomic_load(&fs->evicted),
+		       reached ? "true" : "false");
+}
+
 /* Reads one request line into line (NUL-terminated, LF dropped). */
 static int ctlsock_read_line(int fd, char *line, size_t cap)
 {
@@ -530,10 +610,13 @@ static void ctlsock_serve(struct ctlsock *cs, int fd)
 			ctlsock_error(&b, -EINVAL, "bad %-escape in the path");
 		else
 			ctlsock_name(cs, &b, arg, line[0] == 'c', &peer);
+	} else if (strcmp(line, "evict") == 0 && arg) {
+		ctlsock_evict(cs, &b, arg, &peer);
 	} else {
 		ctlsock_error(&b, -EINVAL,
 			      "unknown request; expected info, status, "
-			      "verdicts, verdict PATH or clear PATH");
+			      "verdicts, verdict PATH, clear PATH or evict "
+			      "TARGET");
 	}
 out_line:
 	free(line);

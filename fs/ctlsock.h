@@ -17,6 +17,9 @@
  *                               view of it
  *             "clear PATH"      forgets PATH's verdict (lifts a quarantine)
  *                               and makes the kernel forget the name
+ *             "evict TARGET"    evicts least-recently-used blocks nobody
+ *                               has open until use is at most TARGET: a
+ *                               byte count, or N% of the capacity
  *   response  one JSON object and LF. {"ok": true, ...} on success,
  *             {"ok": false, "error": "ENOENT", "message": "..."} otherwise.
  * Only root and the user running the daemon may connect (SO_PEERCRED).
@@ -25,7 +28,8 @@
  * at a time with every signal blocked; a stuck client is cut off after
  * CTLSOCK_TIMEOUT_S. It reads the index (its own connection for the counts
  * that scan, so FUSE requests never wait for them), queries and clears
- * verdicts, and queues kernel invalidations; it never replies to FUSE.
+ * verdicts, queues kernel invalidations, and evicts (fs_evict(), under the
+ * janitor's evict_lock); it never replies to FUSE.
  */
 #ifndef KVFS_CTLSOCK_H
 #define KVFS_CTLSOCK_H

@@ -273,13 +273,29 @@ uint64_t fs_used(struct fs *fs);
  * capacity; -ENOSPC when they cannot (everything left is open).
  */
 int fs_make_room(struct fs *fs, uint64_t bytes);
+/* What fs_evict() did. */
+struct fs_evict_result {
+	uint64_t used_before; /* use estimate when it started */
+	uint64_t used_after;  /* ... when it ended, evicted records freed */
+	uint64_t blocks;      /* names evicted */
+	uint64_t bytes;	      /* their sizes */
+};
 /*
- * After a crash: drops names whose records the data files no longer hold
- * and reclaims records no name points at, in the newest data files only
- * (those that were being appended to), so start-up does not read every
- * block.
+ * An operator's eviction (kvfsctl evict): evicts least-recently-used
+ * blocks that nobody has open until use is at most target bytes, the way
+ * the janitor does and serialised with it. Blocks; call from neither a
+ * FUSE handler nor the janitor.
  */
-void fs_recover(struct fs *fs);
+void fs_evict(struct fs *fs, uint64_t target, struct fs_evict_result *r);
+/*
+ * At start-up: forgets the recovery horizons of removed data files. After
+ * a crash (crashed 1) also drops names whose records the data files no
+ * longer hold and reclaims records no name points at: in each data file
+ * from its recorded horizon (the janitor records them every period), and
+ * in the newest files without one from their start. Start-up reads what
+ * was appended in the last moments before the crash, not every block.
+ */
+void fs_recover(struct fs *fs, int crashed);
 
 /* fs/ctl.c: the .kvfs control directory */
 int fs_ctl_ino(uint64_t ino);

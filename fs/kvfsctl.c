@@ -7,8 +7,8 @@
  * its control socket (ctlsock.h); what needs no daemon (fsck, an offline
  * status) opens DATADIR's index and data files directly.
  *
- * Subcommands: status, stats, verdicts, clear here; fsck in
- * kvfsctl_fsck.c. Each parses its own options (getopt_long), prints text by
+ * Subcommands: status, stats, verdicts, clear, evict here; fsck in
+ * kvfsctl_fsck.c; gc in kvfsctl_gc.c. Each parses its own options (getopt_long), prints text by
  * default and one JSON document with --json, and returns an exit status
  * (KC_EXIT_*).
  */
@@ -43,6 +43,8 @@
 #define KC_READ_MAX (16u << 20)
 /* Seconds to wait for the daemon's answer on the control socket. */
 #define KC_SOCK_TIMEOUT_S 60
+/* ... for an eviction, which unlinks blocks one by one. */
+#define KC_EVICT_TIMEOUT_S 3600
 
 void kc_err(const char *cmd, const char *fmt, ...)
 {
@@ -475,11 +477,11 @@ out_free:
 	return rc;
 }
 
-/* Opens DATADIR's control socket, connected; -errno. */
-static int kc_sock_connect(const char *datadir)
+/* Opens DATADIR's control socket, connected, with a timeout; -errno. */
+static int kc_sock_connect(const char *datadir, int timeout_s)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	struct timeval tv = {.tv_sec = KC_SOCK_TIMEOUT_S};
+	struct timeval tv = {.tv_sec = timeout_s};
 	int fd, dfd = -1, n, rc;
 
 	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", datadir,
@@ -512,19 +514,20 @@ out_close_dir:
 }
 
 /*
- * One request on DATADIR's control socket. Returns 0 with *resp the
- * daemon's answer (ok true), 1 with *resp its error (ok false), or -errno
- * when there was no answer. *raw, when not NULL, gets the response text.
+ * One request on DATADIR's control socket, waiting at most timeout_s
+ * seconds for the answer. Returns 0 with *resp the daemon's answer (ok
+ * true), 1 with *resp its error (ok false), or -errno when there was no
+ * answer. *raw, when not NULL, gets the response text.
  */
-static int kc_request(const char *datadir, const char *line,
-		      struct kc_json *resp, char **raw)
+static int kc_request_wait(const char *datadir, const char *line,
+			   struct kc_json *resp, char **raw, int timeout_s)
 {
 	size_t len = 0, cap = 4096, llen = strlen(line);
 	char *buf = NULL;
 	const char *ok;
 	int fd, rc;
 
-	fd = kc_sock_connect(datadir);
+	fd = kc_sock_connect(datadir, timeout_s);
 	if (fd < 0)
 		return fd;
 	while (len < llen) {
@@ -586,6 +589,13 @@ out_close:
 	free(buf);
 	close(fd);
 	return rc;
+}
+
+/* kc_request_wait() with the usual timeout. */
+static int kc_request(const char *datadir, const char *line,
+		      struct kc_json *resp, char **raw)
+{
+	return kc_request_wait(datadir, line, resp, raw, KC_SOCK_TIMEOUT_S);
 }
 
 /* Prints the reason a request got no answer. */
@@ -830,14 +840,7 @@ static char *kc_mount_rel(const struct kc_target *t, const char *path)
 	return out;
 }
 
-/* Counts and sizes of DATADIR/data/NNNNNN.kvd. */
-struct kc_usage {
-	uint64_t nfiles;
-	uint64_t physical; /* st_blocks * 512 */
-	uint64_t apparent; /* st_size */
-};
-
-static int kc_data_usage(const char *datadir, struct kc_usage *u)
+int kc_data_usage(const char *datadir, struct kc_usage *u)
 {
 	char path[PATH_MAX];
 	struct dirent *de;
@@ -1783,6 +1786,195 @@ static int kc_clear(int argc, char **argv)
 	return kc_verdicts_common(argc, argv, 1);
 }
 
+/* --- evict ---------------------------------------------------------- */
+
+static const char kc_evict_usage[] =
+	"usage: kvfsctl evict [--json] --to SIZE MOUNTPOINT|DATADIR\n"
+	"\n"
+	"Asks the running kvfs to evict least-recently-used blocks until its\n"
+	"use (the data files' physical size plus the index, as df shows it)\n"
+	"is at or below SIZE, the way it does above its high watermark:\n"
+	"blocks that are open are never evicted, each evicted name is gone\n"
+	"from the mount at once, and its space is freed once the kernel lets\n"
+	"go of it. SIZE is a byte count with an optional K, M, G or T suffix\n"
+	"(powers of 1024, as for -o capacity), or N% of the capacity.\n"
+	"\n"
+	"  --to SIZE   the use to get down to (required)\n"
+	"  --json      print the daemon's JSON answer\n"
+	"  -h, --help  print this help\n"
+	"\n"
+	"Exit status: 0 use is at or below SIZE, 1 it is not (what is left is\n"
+	"open, or the index alone is larger), 2 usage or operational error\n"
+	"(not mounted, bad SIZE, ...); nothing is evicted on exit status 2.\n";
+
+/*
+ * Parses an eviction target: "N" with an optional K/M/G/T suffix, or
+ * "N%" (N up to 100). Writes the control-socket argument (a byte count or
+ * "N%") into arg. -EINVAL for anything else, -ERANGE on overflow.
+ */
+static int kc_parse_target(const char *s, char *arg, size_t arg_len)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -ERANGE;
+	if (end[0] == '%' && end[1] == '\0') {
+		if (v > 100)
+			return -ERANGE;
+		snprintf(arg, arg_len, "%llu%%", v);
+		return 0;
+	}
+	switch (*end) {
+	case 'T':
+	case 't':
+		shift += 10;
+		/* fall through */
+	case 'G':
+	case 'g':
+		shift += 10;
+		/* fall through */
+	case 'M':
+	case 'm':
+		shift += 10;
+		/* fall through */
+	case 'K':
+	case 'k':
+		shift += 10;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (*end)
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	snprintf(arg, arg_len, "%llu", v << shift);
+	return 0;
+}
+
+static int kc_evict(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"to", required_argument, NULL, 't'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *cmd = "evict", *to = NULL, *reached;
+	char arg[32], line[64], *raw = NULL, a[32], b[32], c[32], d[32];
+	int json = 0, help = 0, ch, rc, ret = KC_EXIT_ERROR;
+	uint64_t target = 0, before = 0, after = 0, n = 0, bytes = 0, cap = 0;
+	struct kc_json resp;
+	struct kc_target t;
+
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 't':
+			to = optarg;
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'h':
+			help = 1;
+			break;
+		case ':':
+			kc_err(cmd,
+			       "option '%s' needs a value; try 'kvfsctl %s "
+			       "--help'",
+			       argv[optind - 1], cmd);
+			return KC_EXIT_ERROR;
+		default:
+			kc_err(cmd,
+			       "unknown option '%s'; try 'kvfsctl %s --help'",
+			       argv[optind - 1], cmd);
+			return KC_EXIT_ERROR;
+		}
+	}
+	if (help) {
+		fputs(kc_evict_usage, stdout);
+		return KC_EXIT_OK;
+	}
+	if (!to) {
+		kc_err(cmd, "missing --to SIZE; try 'kvfsctl %s --help'", cmd);
+		return KC_EXIT_ERROR;
+	}
+	rc = kc_parse_target(to, arg, sizeof(arg));
+	if (rc < 0) {
+		kc_err(cmd, "bad SIZE '%s': %s", to,
+		       rc == -ERANGE
+			       ? "too large (a percentage is at most 100%)"
+			       : "want a number of bytes with an optional K, "
+				 "M, G or T suffix, or a percentage of the "
+				 "capacity such as 50%");
+		return KC_EXIT_ERROR;
+	}
+	if (kc_nargs(cmd, argc - optind, 1, 1, "MOUNTPOINT|DATADIR") < 0 ||
+	    kc_target_open(cmd, argv[optind], &t) < 0)
+		return KC_EXIT_ERROR;
+	if (!t.mounted) {
+		kc_err(cmd,
+		       "%s is not mounted: only a running kvfs evicts (kvfsctl "
+		       "gc compacts an unmounted data directory)",
+		       t.datadir);
+		goto out_free;
+	}
+	snprintf(line, sizeof(line), "evict %s\n", arg);
+	rc = kc_request_wait(t.datadir, line, &resp, &raw, KC_EVICT_TIMEOUT_S);
+	if (rc < 0) {
+		kc_request_err(cmd, &t, rc);
+		goto out_free;
+	}
+	if (rc == 1) {
+		kc_daemon_err(cmd, "evict", &resp);
+		kc_json_free(&resp);
+		goto out_free;
+	}
+	if (kc_json_u64(&resp, "target", &target) < 0 ||
+	    kc_json_u64(&resp, "used_before", &before) < 0 ||
+	    kc_json_u64(&resp, "used_after", &after) < 0 ||
+	    kc_json_u64(&resp, "evicted", &n) < 0 ||
+	    kc_json_u64(&resp, "evicted_bytes", &bytes) < 0) {
+		kc_err(cmd, "%s/%s: the answer lacks the eviction's numbers",
+		       t.datadir, CTLSOCK_NAME);
+		kc_json_free(&resp);
+		goto out_free;
+	}
+	kc_json_u64(&resp, "capacity", &cap);
+	reached = kc_json_get(&resp, "reached");
+	ret = reached && strcmp(reached, "true") == 0 ? KC_EXIT_OK
+						      : KC_EXIT_DAMAGE;
+	if (json) {
+		fputs(raw, stdout);
+	} else {
+		printf("evicted %llu blocks (%s) from %s\n",
+		       (unsigned long long)n, kc_size(a, sizeof(a), bytes),
+		       t.mountpoint ? t.mountpoint : t.datadir);
+		printf("use      %s -> %s (target %s, capacity %s)\n",
+		       kc_size(a, sizeof(a), before),
+		       kc_size(b, sizeof(b), after),
+		       kc_size(c, sizeof(c), target),
+		       kc_size(d, sizeof(d), cap));
+		if (ret != KC_EXIT_OK)
+			printf("target not reached: the blocks left are open, "
+			       "or the index alone takes more\n");
+	}
+	kc_json_free(&resp);
+out_free:
+	free(raw);
+	kc_target_free(&t);
+	return ret;
+}
+
 /* --- main ----------------------------------------------------------- */
 
 struct kc_cmd {
@@ -1797,6 +1989,8 @@ static const struct kc_cmd kc_cmds[] = {
 	{"fsck", kc_fsck, "check the index against the data files (offline)"},
 	{"verdicts", kc_verdicts, "the lookup manager's view of a name"},
 	{"clear", kc_clear, "lift a quarantine"},
+	{"evict", kc_evict, "evict least-recently-used blocks down to a size"},
+	{"gc", kc_gc, "compact mostly dead data files (offline)"},
 };
 #define KC_NCMDS (sizeof(kc_cmds) / sizeof(kc_cmds[0]))
 
@@ -1808,8 +2002,9 @@ static void kc_usage(FILE *f)
 		   "Commands:\n");
 	for (size_t i = 0; i < KC_NCMDS; i++)
 		fprintf(f, "  %-9s %s\n", kc_cmds[i].name, kc_cmds[i].summary);
-	fprintf(f, "\nExit status: 0 success, 1 fsck found damage, 2 usage or "
-		   "operational error.\nSee kvfsctl(8).\n");
+	fprintf(f, "\nExit status: 0 success, 1 fsck found damage (see each "
+		   "command's --help),\n2 usage or operational error. See "
+		   "kvfsctl(8).\n");
 }
 
 int main(int argc, char **argv)

@@ -2,7 +2,8 @@
 /*
  * kvfsctl's private declarations, shared by kvfsctl.c (the command line and
  * the commands that talk to a running daemon: status, stats, verdicts,
- * clear) and kvfsctl_fsck.c (the offline check and repair). kvfsctl is a
+ * clear, evict), kvfsctl_fsck.c (the offline check and repair) and
+ * kvfsctl_gc.c (offline compaction of data files). kvfsctl is a
  * single-threaded command-line program; none of this is thread-safe.
  */
 #ifndef KVFS_KVFSCTL_H
@@ -66,7 +67,26 @@ void kc_json_str(FILE *f, const char *s);
 /* Human size: "0 B", "4.0 KiB", "1.50 GiB". Returns buf. */
 const char *kc_size(char *buf, size_t len, uint64_t bytes);
 
+/* Counts and sizes of DATADIR/data/NNNNNN.kvd. */
+struct kc_usage {
+	uint64_t nfiles;
+	uint64_t physical; /* st_blocks * 512 */
+	uint64_t apparent; /* st_size */
+};
+/* Measures DATADIR's data files (none when data/ is missing); -errno. */
+int kc_data_usage(const char *datadir, struct kc_usage *u);
+
+/*
+ * Takes DATADIR/kvfs.lock (LOCK_EX) the way kvfs does and writes our pid
+ * into it, so no daemon can start meanwhile; *fd_out holds it until closed.
+ * -EBUSY, after saying who holds it ("kvfsctl CMD: ..."), when a kvfs or
+ * another kvfsctl has it; other -errno after saying what failed.
+ */
+int kc_lock_datadir(const char *cmd, const char *datadir, int *fd_out);
+
 /* The fsck command (kvfsctl_fsck.c): returns the exit status. */
 int kc_fsck(int argc, char **argv);
+/* The gc command (kvfsctl_gc.c): returns the exit status. */
+int kc_gc(int argc, char **argv);
 
 #endif

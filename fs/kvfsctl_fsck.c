@@ -1481,18 +1481,19 @@ static void fsck_report_json(struct fsck *f)
 
 /* --- the command ------------------------------------------------------ */
 
-/* Takes DATADIR/kvfs.lock as the daemon does; -EBUSY when it is held. */
-static int fsck_lock(struct fsck *f, int *fd_out)
+int kc_lock_datadir(const char *cmd, const char *datadir, int *fd_out)
 {
 	char path[PATH_MAX], pid[32];
 	ssize_t n;
 	int fd, len;
 
-	snprintf(path, sizeof(path), "%s/kvfs.lock", f->datadir);
+	snprintf(path, sizeof(path), "%s/kvfs.lock", datadir);
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		kc_err(f->cmd, "%s: %s", path, strerror(errno));
-		return -errno;
+		int rc = -errno;
+
+		kc_err(cmd, "%s: %s", path, strerror(-rc));
+		return rc;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		int rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
@@ -1501,20 +1502,20 @@ static int fsck_lock(struct fsck *f, int *fd_out)
 		pid[n > 0 ? n : 0] = '\0';
 		pid[strcspn(pid, "\n")] = '\0';
 		if (rc == -EBUSY)
-			kc_err(f->cmd,
+			kc_err(cmd,
 			       "%s is locked by process %s: a kvfs serves it "
-			       "or another kvfsctl fsck runs; fsck works on "
-			       "an unmounted data directory only",
-			       f->datadir, pid[0] ? pid : "unknown");
+			       "or another kvfsctl fsck or gc runs; %s works "
+			       "on an unmounted data directory only",
+			       datadir, pid[0] ? pid : "unknown", cmd);
 		else
-			kc_err(f->cmd, "%s: %s", path, strerror(-rc));
+			kc_err(cmd, "%s: %s", path, strerror(-rc));
 		close(fd);
 		return rc;
 	}
 	/* Who holds it, for a kvfs that tries to start meanwhile. */
 	len = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
 	if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)len, 0) != len)
-		kc_err(f->cmd, "cannot record our pid in %s", path);
+		kc_err(cmd, "cannot record our pid in %s", path);
 	*fd_out = fd;
 	return 0;
 }
@@ -1641,7 +1642,7 @@ int kc_fsck(int argc, char **argv)
 		log_set_level(LOG_LVL_INFO);
 	}
 	f.buf = malloc(FSCK_BUF);
-	if (!f.buf || fsck_lock(&f, &lock_fd) < 0 ||
+	if (!f.buf || kc_lock_datadir(f.cmd, f.datadir, &lock_fd) < 0 ||
 	    fsck_open_datafiles(&f) < 0)
 		goto out_free;
 	if (f.rebuild && fsck_rebuild(&f) < 0)

@@ -429,8 +429,9 @@ static int kvfs_open_store(struct fs *fs)
 	if (unlink(path) == 0) {
 		kvfs_sync_dir(fs->cfg.datadir);
 		log_info("the last run stopped cleanly: no recovery needed");
+		fs_recover(fs, 0);
 	} else {
-		fs_recover(fs);
+		fs_recover(fs, 1);
 	}
 	return kvfs_capacity(fs);
 }

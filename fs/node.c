@@ -521,13 +521,13 @@ int node_flush_locked(struct fs *fs, struct node *n)
 	}
 	rc = idx_set_extent(fs->idx, n->ino, size, n->attr.mtime_ns, &ext, crcs,
 			    kv_nchunks(size), &old);
+	if (rc < 0 && ext.file_id)
+		node_free_extent(fs, &ext);
+	/* Committed or punched: below the file's recovery horizon now. */
 	if (ext.file_id)
 		store_append_done(fs->store, ext.file_id);
-	if (rc < 0) {
-		if (ext.file_id)
-			node_free_extent(fs, &ext);
+	if (rc < 0)
 		goto out_free;
-	}
 	free(n->crcs);
 	n->crcs = crcs;
 	n->ncrcs = kv_nchunks(size);

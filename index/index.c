@@ -135,6 +135,8 @@ enum idx_sid {
 	SID_NEXT_EXTENT,
 	SID_INSERT_INODE_AT,
 	SID_COUNT,
+	SID_FILE_RECORDS,
+	SID_MOVE_RECORD,
 	IDX_NSTMT
 };
 
@@ -217,6 +219,15 @@ static const char *const idx_sql[IDX_NSTMT] = {
 		      "ifnull(sum(file_id != 0), 0), "
 		      "ifnull(sum(CASE WHEN file_id != 0 THEN rec_len "
 		      "ELSE 0 END), 0) FROM inodes",
+	/* idx_file_records(): a data file's records, by offset. */
+	[SID_FILE_RECORDS] = "SELECT ino, file_id, rec_off, hdr_len, rec_len "
+			     "FROM inodes INDEXED BY inodes_file_id "
+			     "WHERE file_id = ?1 AND rec_off >= ?2 "
+			     "ORDER BY rec_off, ino LIMIT ?3",
+	/* idx_move_records(): only a row that is where the caller says. */
+	[SID_MOVE_RECORD] = "UPDATE inodes SET file_id = ?4, rec_off = ?5 "
+			    "WHERE ino = ?1 AND file_id = ?2 AND rec_off = ?3 "
+			    "AND hdr_len = ?6 AND rec_len = ?7",
 	[SID_TOUCH] = "UPDATE inodes SET lru_ns = ?2 "
 		      "WHERE ino = ?1 AND lru_ns < ?2",
 	/* Least recently used first; (atime, ino) pages through ties. */
@@ -239,7 +250,15 @@ static const char *const idx_sql[IDX_NSTMT] = {
 	[SID_RECORDS_PAST] = "SELECT i.ino, d.parent, d.name, i.mtime_ns, "
 			     "i.size, d.id FROM inodes AS i "
 			     "LEFT JOIN dentries AS d ON d.ino = i.ino "
-			     "WHERE i.file_id = ?1 AND i.rec_off + i.hdr_len "
+			     /*
+			      * Records do not overlap: only the last one
+			      * starting before ?2 and those after may pass
+			      * it (an index range, not a scan of the file).
+			      */
+			     "WHERE i.file_id = ?1 AND i.rec_off >= "
+			     "(SELECT coalesce(max(rec_off), 0) FROM inodes "
+			     "WHERE file_id = ?1 AND rec_off < ?2) "
+			     "AND i.rec_off + i.hdr_len "
 			     "+ (i.rec_len + 4095) / 4096 * 4096 > ?2 "
 			     "LIMIT ?3",
 };
@@ -2371,4 +2390,167 @@ int idx_count(struct idx *idx, struct idx_counts *out)
 	idx_done(st);
 	idx_unlock(idx);
 	return rc;
+}
+
+int idx_file_records(struct idx *idx, uint32_t file_id, uint64_t from,
+		     struct idx_rec *out, size_t max)
+{
+	sqlite3_stmt *st;
+	size_t n = 0;
+	int rc = 0;
+
+	if (from > INT64_MAX)
+		return 0;
+	idx_lock(idx);
+	st = idx->st[SID_FILE_RECORDS];
+	idx_bind_i64(st, 1, file_id);
+	idx_bind_i64(st, 2, (int64_t)from);
+	idx_bind_i64(st, 3, (int64_t)(max < INT32_MAX ? max : INT32_MAX));
+	while (n < max && (rc = IDX_STEP(idx, st)) == 1) {
+		out[n++] = (struct idx_rec){
+			.ino = (uint64_t)sqlite3_column_int64(st, 0),
+			.ext = {.file_id =
+					(uint32_t)sqlite3_column_int64(st, 1),
+				.off = (uint64_t)sqlite3_column_int64(st, 2),
+				.hdr_len =
+					(uint32_t)sqlite3_column_int64(st, 3),
+				.len = (uint64_t)sqlite3_column_int64(st, 4)},
+		};
+	}
+	idx_done(st);
+	idx_unlock(idx);
+	return rc < 0 ? rc : (int)n;
+}
+
+static int idx_move_txn(struct idx *idx, const struct idx_move *mv, size_t n)
+{
+	sqlite3_stmt *st = idx->st[SID_MOVE_RECORD];
+
+	for (size_t i = 0; i < n; i++) {
+		int rc;
+
+		idx_bind_i64(st, 1, (int64_t)mv[i].ino);
+		idx_bind_i64(st, 2, mv[i].from.file_id);
+		idx_bind_i64(st, 3, (int64_t)mv[i].from.off);
+		idx_bind_i64(st, 4, mv[i].to.file_id);
+		idx_bind_i64(st, 5, (int64_t)mv[i].to.off);
+		idx_bind_i64(st, 6, mv[i].from.hdr_len);
+		idx_bind_i64(st, 7, (int64_t)mv[i].from.len);
+		rc = IDX_RUN(idx, st);
+		if (rc)
+			return rc;
+		if (sqlite3_changes(idx->db) != 1) {
+			log_warn("%s: inode %" PRIu64
+				 " has no record at %" PRIu32 "+%" PRIu64
+				 " any more; no record moved",
+				 idx->path, mv[i].ino, mv[i].from.file_id,
+				 mv[i].from.off);
+			return -ESTALE;
+		}
+	}
+	return 0;
+}
+
+int idx_move_records(struct idx *idx, const struct idx_move *mv, size_t n)
+{
+	int rc;
+
+	for (size_t i = 0; i < n; i++)
+		if (mv[i].to.file_id == 0 || mv[i].from.file_id == 0 ||
+		    mv[i].to.hdr_len != mv[i].from.hdr_len ||
+		    mv[i].to.len != mv[i].from.len || mv[i].to.off > INT64_MAX)
+			return -EINVAL;
+	if (n == 0)
+		return 0;
+	idx_lock(idx);
+	rc = idx_begin(idx, 1);
+	if (!rc)
+		rc = idx_end(idx, idx_move_txn(idx, mv, n));
+	idx_unlock(idx);
+	return rc;
+}
+
+/* ---- recovery horizons ---- */
+
+/*
+ * Made on first use: databases of earlier versions lack it, and a missing
+ * table reads as "no horizons" (recovery walks those files whole).
+ */
+static const char idx_horizons_sql[] = "CREATE TABLE IF NOT EXISTS horizons ("
+				       " file_id INTEGER PRIMARY KEY,"
+				       " off INTEGER NOT NULL)";
+
+int idx_horizons_get(struct idx *idx, uint32_t *ids, uint64_t *offs, size_t max)
+{
+	sqlite3_stmt *st = NULL;
+	size_t n = 0;
+	int rc;
+
+	idx_lock(idx);
+	rc = sqlite3_prepare_v2(idx->db,
+				"SELECT file_id, off FROM horizons "
+				"ORDER BY file_id",
+				-1, &st, NULL);
+	if (rc != SQLITE_OK) {
+		/* No such table: nothing recorded yet. */
+		rc = 0;
+		goto out;
+	}
+	while (n < max && (rc = IDX_STEP(idx, st)) == 1) {
+		int64_t id = sqlite3_column_int64(st, 0);
+		int64_t off = sqlite3_column_int64(st, 1);
+
+		if (id <= 0 || id > UINT32_MAX || off < 0)
+			continue;
+		ids[n] = (uint32_t)id;
+		offs[n++] = (uint64_t)off;
+	}
+	rc = rc < 0 ? rc : (int)n;
+out:
+	sqlite3_finalize(st);
+	idx_unlock(idx);
+	return rc;
+}
+
+/* Runs sql (binding ?1 = id, ?2 = off) for each pair, in one transaction. */
+static int idx_horizons_each(struct idx *idx, const char *sql, size_t n,
+			     const uint32_t *ids, const uint64_t *offs)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	idx_lock(idx);
+	rc = idx_begin(idx, 1);
+	if (rc == 0)
+		rc = idx_exec(idx, idx_horizons_sql);
+	if (rc == 0) {
+		int prc = sqlite3_prepare_v2(idx->db, sql, -1, &st, NULL);
+
+		rc = prc == SQLITE_OK ? 0 : IDX_ERR(idx, prc);
+	}
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		idx_bind_i64(st, 1, ids[i]);
+		if (offs)
+			idx_bind_i64(st, 2, (int64_t)offs[i]);
+		rc = IDX_RUN(idx, st);
+	}
+	sqlite3_finalize(st);
+	rc = idx_end(idx, rc);
+	idx_unlock(idx);
+	return rc;
+}
+
+int idx_horizons_put(struct idx *idx, size_t n, const uint32_t *ids,
+		     const uint64_t *offs)
+{
+	return idx_horizons_each(idx,
+				 "INSERT OR REPLACE INTO horizons "
+				 "(file_id, off) VALUES (?1, ?2)",
+				 n, ids, offs);
+}
+
+int idx_horizons_drop(struct idx *idx, size_t n, const uint32_t *ids)
+{
+	return idx_horizons_each(idx, "DELETE FROM horizons WHERE file_id = ?1",
+				 n, ids, NULL);
 }

@@ -288,4 +288,45 @@ struct idx_counts {
  */
 int idx_count(struct idx *idx, struct idx_counts *out);
 
+/* A record the index points at (idx_file_records). */
+struct idx_rec {
+	uint64_t ino;
+	struct kv_extent ext;
+};
+/*
+ * Up to max inodes (orphans included) whose record is in data file file_id
+ * at offset from or later, by offset. Returns the count written to out.
+ */
+int idx_file_records(struct idx *idx, uint32_t file_id, uint64_t from,
+		     struct idx_rec *out, size_t max);
+
+/* One record copied elsewhere, byte for byte (idx_move_records). */
+struct idx_move {
+	uint64_t ino;
+	struct kv_extent from; /* where the index has it now */
+	struct kv_extent to;   /* the copy: same hdr_len and len */
+};
+/*
+ * Points each mv[i].ino at its copy, in one transaction; nothing else of
+ * the inode changes (sizes, times, CRCs: the copy is the same record).
+ * -ESTALE when an inode's record is not at mv[i].from (nothing is moved),
+ * -EINVAL when a copy differs in hdr_len or len or names file 0.
+ */
+int idx_move_records(struct idx *idx, const struct idx_move *mv, size_t n);
+
+/*
+ * Recovery horizons (store_horizons): every record of data file ids[i]
+ * below offs[i] is committed or abandoned, so crash recovery walks the file
+ * from there. idx_horizons_get fills up to max pairs, ids ascending, and
+ * returns how many (0 when none were ever put); idx_horizons_put inserts
+ * or replaces n pairs, idx_horizons_drop forgets n files (removed data
+ * files: a later file may get the same id). Each put or drop is one
+ * transaction.
+ */
+int idx_horizons_get(struct idx *idx, uint32_t *ids, uint64_t *offs,
+		     size_t max);
+int idx_horizons_put(struct idx *idx, size_t n, const uint32_t *ids,
+		     const uint64_t *offs);
+int idx_horizons_drop(struct idx *idx, size_t n, const uint32_t *ids);
+
 #endif

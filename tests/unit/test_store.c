@@ -1935,6 +1935,76 @@ static void test_append_name(void **state)
 	ts_rec_free(&r);
 }
 
+/* Every record referenced; no committed record after a gap. */
+static int ts_all_referenced(void *arg, uint32_t id, uint64_t off)
+{
+	(void)arg;
+	(void)id;
+	(void)off;
+	return 1;
+}
+
+static int ts_no_next(void *arg, uint32_t id, uint64_t off, uint64_t *next)
+{
+	(void)arg;
+	(void)id;
+	(void)off;
+	(void)next;
+	return 0;
+}
+
+/*
+ * A file's horizon moves only when none of its appends is pending, to the
+ * end of what was reserved; recovery from a horizon reads only past it.
+ */
+static void test_horizons(void **state)
+{
+	struct ts_ctx *t = *state;
+	struct store_recovery rec;
+	struct ts_rec a, b, c;
+	uint32_t ids[4];
+	uint64_t offs[4], end;
+
+	t->st = ts_open_cfg(t, 1, 0, 0, 0);
+	assert_int_equal(store_horizons(t->st, ids, offs, 4), 0);
+	ts_rec_init(&a, 5000, 1);
+	ts_rec_init(&b, 9000, 2);
+	ts_rec_init(&c, 3000, 3);
+	assert_int_equal(ts_rec_try_append(t->st, &a, 10, "/a"), 0);
+	assert_int_equal(ts_rec_try_append(t->st, &b, 11, "/b"), 0);
+	/* Both pending, then one: no horizon yet. */
+	assert_int_equal(store_horizons(t->st, ids, offs, 4), 0);
+	store_append_done(t->st, b.ext.file_id);
+	assert_int_equal(store_horizons(t->st, ids, offs, 4), 0);
+	store_append_done(t->st, a.ext.file_id);
+	end = ts_file_size(t, 1);
+	assert_int_equal(store_horizons(t->st, ids, offs, 4), 1);
+	assert_int_equal(ids[0], 1);
+	assert_int_equal(offs[0], end);
+	/* A pending append keeps it where it was. */
+	assert_int_equal(ts_rec_try_append(t->st, &c, 12, "/c"), 0);
+	assert_int_equal(store_horizons(t->st, ids, offs, 4), 1);
+	assert_int_equal(offs[0], end);
+	assert_int_equal(c.ext.off, end);
+	/* Recovery from the horizon reads the one record after it. */
+	assert_int_equal(store_recover_file(t->st, 1, end, ts_all_referenced,
+					    ts_no_next, NULL, &rec),
+			 0);
+	assert_int_equal(rec.records, 1);
+	assert_int_equal(rec.unreferenced, 0);
+	assert_int_equal(rec.torn_tail, 0);
+	assert_int_equal(store_recover_file(t->st, 1, 0, ts_all_referenced,
+					    ts_no_next, NULL, &rec),
+			 0);
+	assert_int_equal(rec.records, 3);
+	store_append_done(t->st, c.ext.file_id);
+	assert_int_equal(store_horizons(t->st, ids, offs, 4), 1);
+	assert_int_equal(offs[0], ts_file_size(t, 1));
+	ts_rec_free(&a);
+	ts_rec_free(&b);
+	ts_rec_free(&c);
+}
+
 static void test_stats(void **state)
 {
 	struct ts_ctx *t = *state;
@@ -2066,6 +2136,7 @@ int main(void)
 		T(test_never_issues_file_id_0),
 		T(test_lanes_threads),
 		T(test_append_name),
+		T(test_horizons),
 		T(test_stats),
 		T(test_reader_thread_exit),
 #undef T
