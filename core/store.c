@@ -20,6 +20,8 @@
 
 /* Header bytes read at once when walking a data file (most headers fit). */
 #define STORE_HDR_READ (16u * 1024u)
+/* Name records kept back at most (store_config.batch_names). */
+#define STORE_NAMES_MAX 64u
 /* Retries of -EINTR/-EAGAIN before an I/O error is reported. */
 #define STORE_RETRIES 8
 #define STORE_HDR_FIXED 56u
@@ -57,6 +59,14 @@ struct store {
 	struct store_lane *lanes;
 	atomic_uint lane_next;
 	atomic_uint_fast64_t seq;
+	/*
+	 * Name records waiting to go out in front of the next append, or
+	 * with store_flush_names() (store_config.batch_names).
+	 */
+	int batch_names;
+	pthread_mutex_t names_lock;
+	struct iovec names[STORE_NAMES_MAX]; /* protected by names_lock */
+	unsigned nnames;		     /* protected by names_lock */
 	struct {
 		atomic_uint_fast64_t appends, append_bytes, reads, read_bytes;
 		atomic_uint_fast64_t frees, files_removed, short_records;
@@ -420,8 +430,10 @@ int store_open(struct store **out, const char *datadir,
 	st->durable = cfg ? cfg->durable : 0;
 	st->reserve = cfg ? cfg->reserve : 0;
 	st->nlanes = cfg && cfg->nlanes ? cfg->nlanes : STORE_DEFAULT_LANES;
+	st->batch_names = cfg && cfg->batch_names && !cfg->durable;
 	st->next_id = 1;
 	pthread_mutex_init(&st->files_lock, NULL);
+	pthread_mutex_init(&st->names_lock, NULL);
 	/*
 	 * Sequence numbers only need to grow across restarts: start from the
 	 * wall clock in ns, which is past any sequence an earlier run issued
@@ -474,6 +486,11 @@ void store_close(struct store *st)
 {
 	if (!st)
 		return;
+	if (st->lanes && store_flush_names(st) < 0)
+		log_warn("name records of the last renames are lost: a rebuilt "
+			 "index lists those files under their old names");
+	for (unsigned i = 0; i < st->nnames; i++)
+		free(st->names[i].iov_base);
 	for (uint32_t i = 0; i < st->nfiles; i++) {
 		if (st->files[i]) {
 			close(st->files[i]->fd);
@@ -489,6 +506,7 @@ void store_close(struct store *st)
 	if (st->data_fd >= 0)
 		close(st->data_fd);
 	pthread_mutex_destroy(&st->files_lock);
+	pthread_mutex_destroy(&st->names_lock);
 	free(st);
 }
 
@@ -616,40 +634,72 @@ static void store_unreserve(struct store *st, struct store_file *f,
 /* Most iovecs in one write; longer payloads go in several. */
 #define STORE_IOV_MAX 1024
 
+/* Takes the name records kept back; the caller writes and frees them. */
+static unsigned store_take_names(struct store *st, struct iovec *out,
+				 uint64_t *bytes)
+{
+	unsigned n;
+
+	*bytes = 0;
+	if (!st->batch_names)
+		return 0;
+	pthread_mutex_lock(&st->names_lock);
+	n = st->nnames;
+	memcpy(out, st->names, n * sizeof(*out));
+	st->nnames = 0;
+	pthread_mutex_unlock(&st->names_lock);
+	for (unsigned i = 0; i < n; i++)
+		*bytes += out[i].iov_len;
+	return n;
+}
+
+/*
+ * Appends npre whole records (pre: name records kept back, pre_bytes in
+ * all, freed here) and then a record of type with len bytes of data, in
+ * one write; with type 0 only the pre records.
+ */
 static int store_append_rec(struct store *st, uint32_t type, uint64_t ino,
 			    const char *path, const struct iovec *data,
 			    int ndata, uint64_t len, uint32_t *crcs,
-			    struct kv_extent *ext)
+			    struct iovec *pre, unsigned npre,
+			    uint64_t pre_bytes, struct kv_extent *ext)
 {
-	size_t path_len = strlen(path);
-	uint32_t hdr_len = store_hdr_len(len, path_len);
+	size_t path_len = type ? strlen(path) : 0;
+	uint32_t hdr_len = type ? store_hdr_len(len, path_len) : 0;
+	int nrec = type ? ndata + 1 : 0, niov = (int)npre + nrec;
 	struct iovec *iov = NULL;
 	struct store_file *f;
 	uint64_t off, span, pos;
 	void *hdr = NULL;
 	int rc, done;
 
-	if (path_len > STORE_PATH_MAX)
-		return -ENAMETOOLONG;
-	iov = calloc((size_t)ndata + 1, sizeof(*iov));
-	if (!iov || posix_memalign(&hdr, KV_ALIGN, hdr_len) != 0) {
+	if (path_len > STORE_PATH_MAX) {
+		rc = -ENAMETOOLONG;
+		goto out_free;
+	}
+	iov = calloc((size_t)niov + 1, sizeof(*iov));
+	if (!iov || (type && posix_memalign(&hdr, KV_ALIGN, hdr_len) != 0)) {
 		rc = -ENOMEM;
 		goto out_free;
 	}
 	if (len)
 		store_chunk_crcs_iov(data, ndata, len, crcs);
-	store_hdr_encode(hdr, type, atomic_fetch_add(&st->seq, 1), ino, len,
-			 crcs, path, path_len);
-	span = hdr_len + kv_align_up(len);
+	if (type)
+		store_hdr_encode(hdr, type, atomic_fetch_add(&st->seq, 1), ino,
+				 len, crcs, path, path_len);
+	span = pre_bytes + hdr_len + kv_align_up(len);
 	rc = store_reserve(st, span, &f, &off);
 	if (rc < 0)
 		goto out_free;
-	iov[0] = (struct iovec){.iov_base = hdr, .iov_len = hdr_len};
-	if (ndata > 0)
-		memcpy(iov + 1, data, (size_t)ndata * sizeof(*iov));
+	if (npre)
+		memcpy(iov, pre, npre * sizeof(*iov));
+	if (type)
+		iov[npre] = (struct iovec){.iov_base = hdr, .iov_len = hdr_len};
+	if (ndata > 0 && type)
+		memcpy(iov + npre + 1, data, (size_t)ndata * sizeof(*iov));
 	/* store_write_all consumes the iovecs it was given. */
-	for (done = 0, pos = off; rc == 0 && done < ndata + 1;) {
-		int cnt = ndata + 1 - done;
+	for (done = 0, pos = off; rc == 0 && done < niov;) {
+		int cnt = niov - done;
 		uint64_t bytes = 0;
 
 		if (cnt > STORE_IOV_MAX)
@@ -670,11 +720,19 @@ static int store_append_rec(struct store *st, uint32_t type, uint64_t ino,
 		store_unreserve(st, f, off, span);
 		goto out_free;
 	}
-	*ext = (struct kv_extent){
-		.file_id = f->id, .hdr_len = hdr_len, .off = off, .len = len};
+	*ext = (struct kv_extent){.file_id = f->id,
+				  .hdr_len = hdr_len,
+				  .off = off + pre_bytes,
+				  .len = len};
 	atomic_fetch_add(&st->stats.appends, 1);
 	atomic_fetch_add(&st->stats.append_bytes, span);
 out_free:
+	if (rc < 0 && npre)
+		log_warn("%u name records lost (%s): a rebuilt index lists "
+			 "those files under their old names",
+			 npre, strerror(-rc));
+	for (unsigned i = 0; i < npre; i++)
+		free(pre[i].iov_base);
 	free(hdr);
 	free(iov);
 	return rc;
@@ -684,8 +742,16 @@ int store_append_iov(struct store *st, uint64_t ino, const char *path,
 		     const struct iovec *iov, int iovcnt, uint64_t len,
 		     uint32_t *crcs, struct kv_extent *ext)
 {
+	struct iovec pre[STORE_NAMES_MAX];
+	uint64_t pre_bytes;
+	unsigned npre;
+
+	if (strlen(path) > STORE_PATH_MAX)
+		return -ENAMETOOLONG;
+	npre = store_take_names(st, pre, &pre_bytes);
 	return store_append_rec(st, STORE_REC_DATA, ino, path, iov,
-				len ? iovcnt : 0, len, crcs, ext);
+				len ? iovcnt : 0, len, crcs, pre, npre,
+				pre_bytes, ext);
 }
 
 int store_append(struct store *st, uint64_t ino, const char *path,
@@ -698,15 +764,66 @@ int store_append(struct store *st, uint64_t ino, const char *path,
 	return store_append_iov(st, ino, path, &iov, 1, len, crcs, ext);
 }
 
-int store_append_name(struct store *st, uint64_t ino, const char *path)
+int store_flush_names(struct store *st)
 {
+	struct iovec pre[STORE_NAMES_MAX];
 	struct kv_extent ext;
+	uint64_t bytes;
+	unsigned n = store_take_names(st, pre, &bytes);
 	int rc;
 
-	rc = store_append_rec(st, STORE_REC_NAME, ino, path, NULL, 0, 0, NULL,
+	if (n == 0)
+		return 0;
+	rc = store_append_rec(st, 0, 0, NULL, NULL, 0, 0, NULL, pre, n, bytes,
 			      &ext);
 	if (rc == 0)
 		store_append_done(st, ext.file_id);
+	return rc;
+}
+
+int store_append_name(struct store *st, uint64_t ino, const char *path)
+{
+	size_t path_len = strlen(path);
+	struct kv_extent ext;
+	uint32_t hdr_len;
+	void *hdr;
+	int full, rc;
+
+	if (!st->batch_names) {
+		rc = store_append_rec(st, STORE_REC_NAME, ino, path, NULL, 0, 0,
+				      NULL, NULL, 0, 0, &ext);
+		if (rc == 0)
+			store_append_done(st, ext.file_id);
+		return rc;
+	}
+	if (path_len > STORE_PATH_MAX)
+		return -ENAMETOOLONG;
+	hdr_len = store_hdr_len(0, path_len);
+	if (posix_memalign(&hdr, KV_ALIGN, hdr_len) != 0)
+		return -ENOMEM;
+	/* The sequence number says when: the record may go out later. */
+	store_hdr_encode(hdr, STORE_REC_NAME, atomic_fetch_add(&st->seq, 1),
+			 ino, 0, NULL, path, path_len);
+	pthread_mutex_lock(&st->names_lock);
+	full = st->nnames == STORE_NAMES_MAX;
+	if (!full)
+		st->names[st->nnames++] =
+			(struct iovec){.iov_base = hdr, .iov_len = hdr_len};
+	pthread_mutex_unlock(&st->names_lock);
+	if (!full)
+		return 0;
+	/* Kept back as many as it keeps: those go out now, this one next. */
+	rc = store_flush_names(st);
+	pthread_mutex_lock(&st->names_lock);
+	full = st->nnames == STORE_NAMES_MAX;
+	if (!full)
+		st->names[st->nnames++] =
+			(struct iovec){.iov_base = hdr, .iov_len = hdr_len};
+	pthread_mutex_unlock(&st->names_lock);
+	if (full) {
+		free(hdr);
+		rc = rc < 0 ? rc : -EAGAIN;
+	}
 	return rc;
 }
 
@@ -1085,7 +1202,7 @@ out_free:
 
 int store_sync(struct store *st)
 {
-	int rc = 0;
+	int rc = store_flush_names(st);
 
 	for (unsigned i = 0; i < st->nlanes; i++) {
 		struct store_lane *l = &st->lanes[i];

@@ -58,6 +58,14 @@ struct store_config {
 	 * filled the disk. 0: the smaller of 64 MiB and 1% of the filesystem.
 	 */
 	uint64_t reserve;
+	/*
+	 * 1 (ignored with durable): a name record goes out with the next
+	 * append rather than in a write of its own, or with
+	 * store_flush_names() (call it about once a second; store_sync() and
+	 * store_close() do). A crash loses those not yet written: only a
+	 * rebuilt index notices (such a file keeps its earlier name).
+	 */
+	int batch_names;
 };
 
 /* A decoded header (store_hdr_decode). crcs points into the header buffer. */
@@ -126,8 +134,13 @@ int store_append(struct store *st, uint64_t ino, const char *path,
 int store_append_iov(struct store *st, uint64_t ino, const char *path,
 		     const struct iovec *iov, int iovcnt, uint64_t len,
 		     uint32_t *crcs, struct kv_extent *ext);
-/* Appends a name record: ino is now called path. */
+/*
+ * Appends a name record: ino is now called path (with batch_names, later:
+ * see store_config; the record's sequence number is taken now).
+ */
 int store_append_name(struct store *st, uint64_t ino, const char *path);
+/* Writes the name records kept back (batch_names), in one append. */
+int store_flush_names(struct store *st);
 /* The append of a record in file_id is committed or abandoned. */
 void store_append_done(struct store *st, uint32_t file_id);
 

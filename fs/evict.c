@@ -421,11 +421,13 @@ void fs_recover(struct fs *fs, int crashed)
 	/* Walked: the next recovery starts at today's ends. */
 	if (ndone)
 		idx_horizons_put(fs->idx, (size_t)ndone, done, doffs);
-	log_info("crash recovery: read %llu MiB of %d data files in %lld ms, "
-		 "dropped %llu names",
+	log_info("crash recovery: read %llu MiB of %d data files in %lld ms",
 		 (unsigned long long)(walked >> 20), ndone,
-		 (long long)((fs_now_ns() - t0) / 1000000),
-		 (unsigned long long)dropped);
+		 (long long)((fs_now_ns() - t0) / 1000000));
+	if (dropped)
+		log_warn("crash recovery: dropped %llu names whose records "
+			 "were cut short",
+			 (unsigned long long)dropped);
 	atomic_fetch_add(&fs->dropped, dropped);
 out:
 	free(batch);
@@ -496,6 +498,10 @@ static void *evict_main(void *arg)
 			break;
 		pthread_mutex_unlock(&fs->touch_lock);
 		evict_flush_touches(fs);
+		if (store_flush_names(fs->store) < 0)
+			log_warn("name records of recent renames are lost: a "
+				 "rebuilt index lists those files under their "
+				 "old names");
 		if (hz)
 			evict_horizons(fs, hz);
 		evict_measure(fs);

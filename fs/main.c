@@ -388,7 +388,9 @@ static int kvfs_capacity(struct fs *fs)
 
 static int kvfs_open_store(struct fs *fs)
 {
-	struct store_config scfg = {.durable = fs->cfg.durable};
+	/* Name records only matter to a rebuild: not worth a write each. */
+	struct store_config scfg = {.durable = fs->cfg.durable,
+				    .batch_names = 1};
 	char path[PATH_MAX];
 	int rc;
 

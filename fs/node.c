@@ -84,6 +84,33 @@ struct node *node_find(struct fs *fs, uint64_t ino)
 	return n;
 }
 
+/*
+ * Doubles the hash table (nodes_lock held): chains stay short when the
+ * kernel keeps a million names looked up. Without memory it stays as is.
+ */
+static void node_grow(struct fs *fs)
+{
+	size_t old_nb = fs->nbuckets;
+	struct node **old = fs->nodes, **nb;
+
+	nb = calloc(2 * old_nb, sizeof(*nb));
+	if (!nb)
+		return;
+	fs->nodes = nb;
+	fs->nbuckets = 2 * old_nb;
+	for (size_t b = 0; b < old_nb; b++) {
+		while (old[b]) {
+			struct node *n = old[b];
+			size_t h = node_hash(fs, n->ino);
+
+			old[b] = n->hnext;
+			n->hnext = nb[h];
+			nb[h] = n;
+		}
+	}
+	free(old);
+}
+
 int node_get(struct fs *fs, uint64_t ino, const struct idx_attr *attr,
 	     uint64_t parent, const char *name, uint64_t nlookup_inc,
 	     struct node **out)
@@ -135,6 +162,8 @@ int node_get(struct fs *fs, uint64_t ino, const struct idx_attr *attr,
 		*out = n;
 		return 0;
 	}
+	if (fs->nnodes >= 2 * fs->nbuckets)
+		node_grow(fs);
 	b = node_hash(fs, ino);
 	nn->hnext = fs->nodes[b];
 	fs->nodes[b] = nn;

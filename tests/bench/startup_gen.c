@@ -15,13 +15,22 @@
  * threads store blocks i = t, t + THREADS, ... at once, so the records
  * spread over the store's lanes as the daemon's worker threads spread
  * them. Keys are the 8-byte hex names the tests use. The index's log is
- * checkpointed every SG_SYNC_EVERY blocks and at the end, so the data
- * directory looks like one after a clean unmount (empty log).
+ * checkpointed every SG_SYNC_EVERY blocks and at the end, and the daemon's
+ * clean-stop marker is written last, so the data directory looks like one
+ * after a clean unmount (empty log, no crash recovery at the next start).
  *
  * Prints "startup_gen: N blocks of S bytes in T s (R blocks/s)", and its
  * progress every tenth on stderr.
+ *
+ *   startup_gen -l MOUNTPOINT NBLOCKS [THREADS]                  (4)
+ *
+ * Asks a kvfs mount of such a data directory for each of the NBLOCKS
+ * names with access(F_OK), as an engine's lookups do, so that the daemon
+ * holds a node for every block (for scripts/bench's memory row). Prints
+ * "startup_gen: N of M names present in T s"; exits 1 when any is absent.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -39,6 +48,8 @@
 #define SG_MAX_THREADS 64
 /* Blocks between two checkpoints of the index's log (idx_sync). */
 #define SG_SYNC_EVERY 1000
+/* The daemon's clean-stop marker (KVFS_CLEAN in fs/main.c). */
+#define SG_CLEAN "kvfs.clean"
 
 struct sg {
 	struct idx *idx;
@@ -106,20 +117,28 @@ static int sg_dir(struct sg *g, uint64_t parent, const char *name,
 	return 0;
 }
 
+/* Block i's directories and file name, the engine's layout. */
+static void sg_names(uint64_t i, char dir3[4], char dir2[8], char name[64])
+{
+	char hex[17];
+
+	snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)sg_mix(i));
+	snprintf(dir3, 4, "%.3s", hex);
+	snprintf(dir2, 8, "%.2s_g0", hex + 3);
+	snprintf(name, 64, "%s.bin", hex);
+}
+
 static int sg_store(struct sg *g, uint64_t i, unsigned char *buf,
 		    uint32_t *crcs, uint64_t suffix)
 {
-	char hex[17], dir3[4], dir2[8], name[64], tmp[96], path[256];
+	char dir3[4], dir2[8], name[64], tmp[96], path[256];
 	struct kv_extent ext, old;
 	uint64_t d3, leaf, replaced;
 	uint32_t rnlink;
 	struct idx_attr a;
 	int rc;
 
-	snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)sg_mix(i));
-	snprintf(dir3, sizeof(dir3), "%.3s", hex);
-	snprintf(dir2, sizeof(dir2), "%.2s_g0", hex + 3);
-	snprintf(name, sizeof(name), "%s.bin", hex);
+	sg_names(i, dir3, dir2, name);
 	snprintf(tmp, sizeof(tmp), "%s_%llu.tmp", name,
 		 (unsigned long long)suffix);
 	rc = sg_dir(g, g->top, dir3, &d3);
@@ -191,6 +210,90 @@ static void *sg_main(void *arg)
 	return NULL;
 }
 
+struct sg_lookup {
+	const char *mnt;
+	uint64_t nblocks;
+	unsigned nthreads, id;
+	pthread_t t;
+	uint64_t present;
+};
+
+static void *sg_lookup_main(void *arg)
+{
+	struct sg_lookup *l = arg;
+	char dir3[4], dir2[8], name[64], path[4096 + 128];
+
+	for (uint64_t i = l->id; i < l->nblocks; i += l->nthreads) {
+		sg_names(i, dir3, dir2, name);
+		snprintf(path, sizeof(path), "%.4000s/%s/%s/%s/%s", l->mnt,
+			 SG_TOP, dir3, dir2, name);
+		if (access(path, F_OK) == 0)
+			l->present++;
+	}
+	return NULL;
+}
+
+/* startup_gen -l MOUNTPOINT NBLOCKS [THREADS] */
+static int sg_lookup_all(int argc, char **argv)
+{
+	struct sg_lookup l[SG_MAX_THREADS];
+	uint64_t nblocks, present = 0;
+	unsigned nthreads = 4;
+	double t0;
+
+	if (argc < 4 || argc > 5) {
+		fprintf(stderr, "usage: %s -l MOUNTPOINT NBLOCKS [THREADS]\n",
+			argv[0]);
+		return 2;
+	}
+	nblocks = strtoull(argv[3], NULL, 0);
+	if (argc > 4)
+		nthreads = (unsigned)strtoul(argv[4], NULL, 0);
+	if (nthreads == 0 || nthreads > SG_MAX_THREADS) {
+		fprintf(stderr, "startup_gen: bad thread count\n");
+		return 2;
+	}
+	t0 = (double)sg_now_ns() / 1e9;
+	for (unsigned i = 0; i < nthreads; i++) {
+		l[i] = (struct sg_lookup){.mnt = argv[2],
+					  .nblocks = nblocks,
+					  .nthreads = nthreads,
+					  .id = i};
+		if (pthread_create(&l[i].t, NULL, sg_lookup_main, &l[i]) != 0) {
+			fprintf(stderr, "startup_gen: pthread_create failed\n");
+			return 1;
+		}
+	}
+	for (unsigned i = 0; i < nthreads; i++) {
+		pthread_join(l[i].t, NULL);
+		present += l[i].present;
+	}
+	printf("startup_gen: %llu of %llu names present in %.1f s\n",
+	       (unsigned long long)present, (unsigned long long)nblocks,
+	       (double)sg_now_ns() / 1e9 - t0);
+	return present == nblocks ? 0 : 1;
+}
+
+/* Writes DATADIR's clean-stop marker, durably; 0 or -errno. */
+static int sg_mark_clean(const char *datadir)
+{
+	char path[4096 + 16];
+	int fd, rc = 0;
+
+	snprintf(path, sizeof(path), "%.4000s/%s", datadir, SG_CLEAN);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	fd = open(datadir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct store_config scfg = {0};
@@ -200,6 +303,8 @@ int main(int argc, char **argv)
 	double t0, t1;
 	int rc = 0;
 
+	if (argc > 1 && strcmp(argv[1], "-l") == 0)
+		return sg_lookup_all(argc, argv);
 	if (argc < 3 || argc > 5) {
 		fprintf(stderr,
 			"usage: %s DATADIR NBLOCKS [BLOCK_BYTES [THREADS]]\n",
@@ -256,6 +361,12 @@ int main(int argc, char **argv)
 	if (rc < 0) {
 		fprintf(stderr, "startup_gen: store failed: %s\n",
 			strerror(-rc));
+		return 1;
+	}
+	rc = sg_mark_clean(argv[1]);
+	if (rc < 0) {
+		fprintf(stderr, "startup_gen: cannot write %s/%s: %s\n",
+			argv[1], SG_CLEAN, strerror(-rc));
 		return 1;
 	}
 	printf("startup_gen: %llu blocks of %llu bytes in %.1f s (%.0f "

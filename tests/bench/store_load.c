@@ -8,8 +8,14 @@
  *       O_TRUNC|O_DIRECT) -> one write -> close -> rename, per block
  *   store_load load DIR SIZE NBLOCKS THREADS direct|buffered
  *       open(O_RDONLY[|O_DIRECT]) -> one read -> close, per block; the
- *       first 8 bytes of each block are checked
- * Prints: "OP MiB/s p50_ms p99_ms errors".
+ *       first 4 bytes of each block are checked
+ * Blocks are split into THREADS contiguous ranges, one per thread. Small
+ * SIZEs (4096) make the store mode the small-file create benchmark.
+ *
+ * Prints one line: "OP MiB/s p50_ms p99_ms errors blocks/s first_error",
+ * the latencies per block, first_error the errno name of the first failed
+ * block ("-" when none; EIO for a short write or read or wrong bytes).
+ * Each failed block is also counted; the exit status is 1 when any did.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +37,7 @@ struct sl_job {
 	int direct;
 	double *lat; /* seconds per block, indexed by block */
 	long errors;
+	int first_err; /* -errno of this thread's first failed block */
 };
 
 static double sl_now(void)
@@ -71,27 +78,31 @@ static int sl_mkdirs(char *path)
 static int sl_store_one(struct sl_job *j, unsigned char *buf, int i)
 {
 	char leaf[SL_PATH], dest[SL_PATH + 32], tmp[SL_PATH + 64];
-	int fd;
+	ssize_t n;
+	int fd, rc;
 
 	sl_paths(leaf, dest, j->dir, i);
 	if (access(dest, F_OK) == 0)
 		return 0;
 	if (sl_mkdirs(leaf) < 0)
-		return -1;
+		return -errno;
 	snprintf(tmp, sizeof(tmp), "%s_%lu.tmp", dest,
 		 (unsigned long)pthread_self() % 1000000);
 	fd = open(tmp, O_CREAT | O_EXCL | O_WRONLY | O_TRUNC | O_DIRECT, 0644);
 	if (fd < 0)
-		return -1;
+		return -errno;
 	memcpy(buf, &i, sizeof(i));
-	if (write(fd, buf, j->size) != (ssize_t)j->size) {
+	n = write(fd, buf, j->size);
+	if (n != (ssize_t)j->size) {
+		rc = n < 0 ? -errno : -EIO;
 		close(fd);
 		unlink(tmp);
-		return -1;
+		return rc;
 	}
 	if (close(fd) < 0 || rename(tmp, dest) < 0) {
+		rc = -errno;
 		unlink(tmp);
-		return -1;
+		return rc;
 	}
 	return 0;
 }
@@ -100,16 +111,19 @@ static int sl_load_one(struct sl_job *j, unsigned char *buf, int i)
 {
 	char leaf[SL_PATH], dest[SL_PATH + 32];
 	ssize_t n;
-	int fd, got;
+	int fd, got, rc;
 
 	sl_paths(leaf, dest, j->dir, i);
 	fd = open(dest, O_RDONLY | (j->direct ? O_DIRECT : 0));
 	if (fd < 0)
-		return -1;
+		return -errno;
 	n = read(fd, buf, j->size);
+	rc = n < 0 ? -errno : 0;
 	close(fd);
+	if (rc < 0)
+		return rc;
 	memcpy(&got, buf, sizeof(got));
-	return n == (ssize_t)j->size && got == i ? 0 : -1;
+	return n == (ssize_t)j->size && got == i ? 0 : -EIO;
 }
 
 static void *sl_thread(void *arg)
@@ -121,6 +135,7 @@ static void *sl_thread(void *arg)
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (buf == MAP_FAILED) {
 		j->errors = j->to - j->from;
+		j->first_err = -ENOMEM;
 		return NULL;
 	}
 	memset(buf, 0x5a, j->size);
@@ -130,8 +145,8 @@ static void *sl_thread(void *arg)
 				  : sl_load_one(j, buf, i);
 
 		j->lat[i] = sl_now() - t0;
-		if (rc < 0)
-			j->errors++;
+		if (rc < 0 && j->errors++ == 0)
+			j->first_err = rc;
 	}
 	munmap(buf, j->size);
 	return NULL;
@@ -149,6 +164,7 @@ int main(int argc, char **argv)
 	struct sl_job *jobs;
 	pthread_t *t;
 	double *lat, t0, dt;
+	const char *first_err = "-";
 	long errors = 0;
 	size_t size;
 	int n, nthreads, store;
@@ -182,14 +198,16 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < nthreads; i++) {
 		pthread_join(t[i], NULL);
+		if (jobs[i].errors && !errors)
+			first_err = strerrorname_np(-jobs[i].first_err);
 		errors += jobs[i].errors;
 	}
 	dt = sl_now() - t0;
 	qsort(lat, (size_t)n, sizeof(*lat), sl_cmp);
-	printf("%s %.1f %.3f %.3f %ld\n", argv[1],
+	printf("%s %.1f %.3f %.3f %ld %.0f %s\n", argv[1],
 	       (double)size * n / (1024.0 * 1024.0) / dt, lat[n / 2] * 1e3,
-	       lat[(int)(n * 0.99) < n ? (int)(n * 0.99) : n - 1] * 1e3,
-	       errors);
+	       lat[(int)(n * 0.99) < n ? (int)(n * 0.99) : n - 1] * 1e3, errors,
+	       n / dt, first_err ? first_err : "?");
 	free(jobs);
 	free(t);
 	free(lat);

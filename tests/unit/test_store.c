@@ -2005,6 +2005,70 @@ static void test_horizons(void **state)
 	ts_rec_free(&c);
 }
 
+/*
+ * batch_names: a name record waits for the next append (written in front
+ * of its record, in the same write) or for store_flush_names(), and keeps
+ * the sequence number of when it was made; durable mode writes at once.
+ */
+static void test_batch_names(void **state)
+{
+	struct ts_ctx *t = *state;
+	struct store_config cfg = {.nlanes = 1, .batch_names = 1};
+	struct store_hdr h;
+	struct ts_rec a, b;
+	unsigned char *hb;
+	uint64_t size, seq_name;
+
+	assert_int_equal(store_open(&t->st, t->dir, &cfg, NULL), 0);
+	ts_rec_init(&a, 5000, 11);
+	ts_rec_init(&b, 7000, 12);
+	ts_rec_append(t->st, &a, 21, "/kv/a.tmp");
+	size = ts_file_size(t, 1);
+	assert_int_equal(store_append_name(t->st, 21, "/kv/a.bin"), 0);
+	assert_int_equal(ts_file_size(t, 1), size);
+	/* The next record's write carries it, in front. */
+	ts_rec_append(t->st, &b, 22, "/kv/b.tmp");
+	assert_int_equal(b.ext.off, size + KV_ALIGN);
+	hb = ts_read_hdr(t, 1, size, &h);
+	assert_int_equal(h.type, STORE_REC_NAME);
+	assert_int_equal(h.ino, 21);
+	assert_memory_equal(h.path, "/kv/a.bin", h.path_len);
+	seq_name = h.seq;
+	ts_free(hb);
+	hb = ts_read_hdr(t, 1, b.ext.off, &h);
+	assert_int_equal(h.type, STORE_REC_DATA);
+	assert_true(h.seq > seq_name);
+	ts_free(hb);
+	ts_check_read(t->st, &a, 0, a.len);
+	ts_check_read(t->st, &b, 0, b.len);
+	/* Nothing kept back: a flush writes nothing. */
+	size = ts_file_size(t, 1);
+	assert_int_equal(store_flush_names(t->st), 0);
+	assert_int_equal(ts_file_size(t, 1), size);
+	/* More than it keeps back: the older ones go out by themselves. */
+	for (int i = 0; i < 70; i++)
+		assert_int_equal(store_append_name(t->st, 100 + i, "/kv/n"), 0);
+	assert_int_equal(ts_file_size(t, 1), size + 64 * KV_ALIGN);
+	assert_int_equal(store_flush_names(t->st), 0);
+	assert_int_equal(ts_file_size(t, 1), size + 70 * KV_ALIGN);
+	/* store_close() writes what is kept back. */
+	assert_int_equal(store_append_name(t->st, 200, "/kv/last"), 0);
+	store_close(t->st);
+	t->st = NULL;
+	assert_int_equal(ts_file_size(t, 1), size + 71 * KV_ALIGN);
+	hb = ts_read_hdr(t, 1, size + 70 * KV_ALIGN, &h);
+	assert_int_equal(h.ino, 200);
+	ts_free(hb);
+
+	/* Durable: at once (a reopened store appends to a new file). */
+	cfg.durable = 1;
+	assert_int_equal(store_open(&t->st, t->dir, &cfg, NULL), 0);
+	assert_int_equal(store_append_name(t->st, 201, "/kv/d"), 0);
+	assert_int_equal(ts_file_size(t, 2), KV_ALIGN);
+	ts_rec_free(&a);
+	ts_rec_free(&b);
+}
+
 static void test_stats(void **state)
 {
 	struct ts_ctx *t = *state;
@@ -2137,6 +2201,7 @@ int main(void)
 		T(test_lanes_threads),
 		T(test_append_name),
 		T(test_horizons),
+		T(test_batch_names),
 		T(test_stats),
 		T(test_reader_thread_exit),
 #undef T
