@@ -804,27 +804,21 @@ int store_append_name(struct store *st, uint64_t ino, const char *path)
 	/* The sequence number says when: the record may go out later. */
 	store_hdr_encode(hdr, STORE_REC_NAME, atomic_fetch_add(&st->seq, 1),
 			 ino, 0, NULL, path, path_len);
-	pthread_mutex_lock(&st->names_lock);
-	full = st->nnames == STORE_NAMES_MAX;
-	if (!full)
-		st->names[st->nnames++] =
-			(struct iovec){.iov_base = hdr, .iov_len = hdr_len};
-	pthread_mutex_unlock(&st->names_lock);
-	if (!full)
-		return 0;
-	/* Kept back as many as it keeps: those go out now, this one next. */
-	rc = store_flush_names(st);
-	pthread_mutex_lock(&st->names_lock);
-	full = st->nnames == STORE_NAMES_MAX;
-	if (!full)
-		st->names[st->nnames++] =
-			(struct iovec){.iov_base = hdr, .iov_len = hdr_len};
-	pthread_mutex_unlock(&st->names_lock);
-	if (full) {
-		free(hdr);
-		rc = rc < 0 ? rc : -EAGAIN;
+	rc = 0;
+	/* When as many are kept back as it keeps: those go out first. */
+	for (int tries = 0; tries < 2; tries++) {
+		pthread_mutex_lock(&st->names_lock);
+		full = st->nnames == STORE_NAMES_MAX;
+		if (!full)
+			st->names[st->nnames++] = (struct iovec){
+				.iov_base = hdr, .iov_len = hdr_len};
+		pthread_mutex_unlock(&st->names_lock);
+		if (!full)
+			return rc;
+		rc = store_flush_names(st);
 	}
-	return rc;
+	free(hdr);
+	return rc < 0 ? rc : -EAGAIN;
 }
 
 void store_append_done(struct store *st, uint32_t file_id)

@@ -2,16 +2,21 @@
 /*
  * kvfsctl's private declarations, shared by kvfsctl.c (the command line and
  * the commands that talk to a running daemon: status, stats, verdicts,
- * clear, evict), kvfsctl_fsck.c (the offline check and repair) and
- * kvfsctl_gc.c (offline compaction of data files). kvfsctl is a
- * single-threaded command-line program; none of this is thread-safe.
+ * clear, evict), kvfsctl_fsck.c (the offline check and repair),
+ * kvfsctl_gc.c (offline compaction of data files) and kvfsctl_data.c (what
+ * the last two do alike with data files). kvfsctl is a single-threaded
+ * command-line program; none of this is thread-safe.
  */
 #ifndef KVFS_KVFSCTL_H
 #define KVFS_KVFSCTL_H
 
+#include <sys/types.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+struct store_hdr;
 
 /* Exit statuses, as kvfsctl(8) states them. */
 #define KC_EXIT_OK 0
@@ -83,6 +88,62 @@ int kc_data_usage(const char *datadir, struct kc_usage *u);
  * another kvfsctl has it; other -errno after saying what failed.
  */
 int kc_lock_datadir(const char *cmd, const char *datadir, int *fd_out);
+
+/* --- data files, offline (kvfsctl_data.c) ------------------------------ */
+
+/* Header bytes read first when the header's length is unknown. */
+#define KC_HDR_READ (16u * 1024u)
+/* A header longer than this is not believed (a 64 GiB payload's is 2 MiB). */
+#define KC_HDR_MAX (64u << 20)
+
+/* One open DATADIR/data/NNNNNN.kvd. */
+struct kc_datafile {
+	uint32_t id;
+	int fd;		   /* -1 once closed */
+	uint64_t size;	   /* st_size */
+	uint64_t physical; /* st_blocks * 512 */
+};
+
+/* Grows *v (of *cap elements of size sz) to hold n + 1: 0 or -ENOMEM. */
+int kc_grow(void **v, size_t *cap, size_t n, size_t sz);
+/* The little-endian 32-bit value at p. */
+uint32_t kc_le32(const unsigned char *p);
+/*
+ * Writes len bytes of wbuf at off, or (wbuf NULL) reads len bytes into
+ * rbuf, going on after short transfers and EINTR. Returns the bytes moved
+ * (fewer than len at EOF, or when a write moves none) or -errno.
+ */
+ssize_t kc_pio(int fd, void *rbuf, const void *wbuf, size_t len, uint64_t off);
+
+/*
+ * Opens (open(2) flags | O_CLOEXEC | O_NOFOLLOW) every regular
+ * DATADIR/data/NNNNNN.kvd numbered max_id at most into *v (*n of them,
+ * sorted by id; the caller starts with *v NULL and *n 0, and frees with
+ * kc_datafiles_close() whatever the outcome). None when data/ is missing.
+ * With dir_fd, *dir_fd gets data/ itself (O_RDONLY|O_DIRECTORY). Says what
+ * failed ("kvfsctl CMD: ...") and returns -errno.
+ */
+int kc_datafiles_open(const char *cmd, const char *datadir, int flags,
+		      uint32_t max_id, int *dir_fd, struct kc_datafile **v,
+		      size_t *n);
+/* Data file id of v[0..n) (sorted by id), or NULL. */
+struct kc_datafile *kc_datafile_find(struct kc_datafile *v, size_t n,
+				     uint32_t id);
+/* Closes the open ones of v[0..n) and frees v. */
+void kc_datafiles_close(struct kc_datafile *v, size_t n);
+/* The next offset at or after pos (KV_ALIGN-aligned) that holds data. */
+uint64_t kc_next_data(const struct kc_datafile *df, uint64_t pos);
+/*
+ * Reads and decodes the header of the record at off in df: hdr_len bytes,
+ * or when hdr_len is 0 what it turns out to need. The bytes go to buf when
+ * they fit its buflen, else to *big (malloc'd, the old *big freed; the
+ * caller frees the last); h points into them. 0, -ENODATA when the file
+ * ends first, -EINVAL when the header does not decode (or is over
+ * KC_HDR_MAX), -ENOMEM, or -errno of the read.
+ */
+int kc_read_hdr(const struct kc_datafile *df, uint64_t off, uint32_t hdr_len,
+		unsigned char *buf, size_t buflen, unsigned char **big,
+		struct store_hdr *h);
 
 /* The fsck command (kvfsctl_fsck.c): returns the exit status. */
 int kc_fsck(int argc, char **argv);

@@ -32,7 +32,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -52,16 +51,8 @@
 
 /* Bytes read at a time, for payloads and for header scans. */
 #define FSCK_BUF (1u << 20)
-/* A header longer than this is not believed (a 64 GiB payload's is 2 MiB). */
-#define FSCK_HDR_MAX (64u << 20)
 
 enum fsck_state { FSCK_OK, FSCK_SHORT, FSCK_CORRUPT };
-
-struct fsck_datafile {
-	uint32_t id;
-	int fd;
-	uint64_t size;
-};
 
 struct fsck_dir {
 	uint64_t ino;
@@ -111,7 +102,7 @@ struct fsck {
 	int rebuild;
 	int progress; /* stderr is a terminal */
 	int64_t now_ns;
-	struct fsck_datafile *dfs;
+	struct kc_datafile *dfs; /* sorted by id */
 	size_t ndfs;
 	struct idx *idx;
 	struct idx_counts counts;
@@ -213,30 +204,13 @@ static void fsck_progress_end(struct fsck *f)
 		fprintf(stderr, "\r\033[K");
 }
 
-/* Grows *v (of *cap elements of size sz) to hold n + 1. */
-static int fsck_grow(void **v, size_t *cap, size_t n, size_t sz)
-{
-	void *nv;
-	size_t ncap;
-
-	if (n < *cap)
-		return 0;
-	ncap = *cap ? 2 * *cap : 256;
-	nv = realloc(*v, ncap * sz);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = ncap;
-	return 0;
-}
-
 /* Records a note; takes ownership of nothing. */
 static int fsck_note(struct fsck *f, const char *what, const char *why)
 {
 	struct fsck_note *n;
 
-	if (fsck_grow((void **)&f->notes, &f->capnotes, f->nnotes,
-		      sizeof(*f->notes)) < 0)
+	if (kc_grow((void **)&f->notes, &f->capnotes, f->nnotes,
+		    sizeof(*f->notes)) < 0)
 		return -ENOMEM;
 	n = &f->notes[f->nnotes];
 	n->what = strdup(what);
@@ -265,113 +239,16 @@ static char *fsck_printf(const char *fmt, ...)
 	return n < 0 ? NULL : s;
 }
 
-/* Reads exactly len bytes at off; returns bytes read (short at EOF). */
-static ssize_t fsck_pread(int fd, void *buf, size_t len, uint64_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done,
-				  (off_t)(off + done));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		done += (size_t)n;
-	}
-	return (ssize_t)done;
-}
-
-static int fsck_df_cmp(const void *a, const void *b)
-{
-	const struct fsck_datafile *x = a, *y = b;
-
-	return x->id < y->id ? -1 : x->id > y->id;
-}
-
-static struct fsck_datafile *fsck_df(struct fsck *f, uint32_t id)
-{
-	struct fsck_datafile key = {.id = id};
-
-	return f->ndfs ? bsearch(&key, f->dfs, f->ndfs, sizeof(*f->dfs),
-				 fsck_df_cmp)
-		       : NULL;
-}
-
-/* Opens every DATADIR/data/NNNNNN.kvd (read-write for --repair). */
-static int fsck_open_datafiles(struct fsck *f)
-{
-	char path[PATH_MAX];
-	struct dirent *de;
-	size_t cap = 0;
-	DIR *d;
-	int rc = 0;
-
-	snprintf(path, sizeof(path), "%s/data", f->datadir);
-	d = opendir(path);
-	if (!d) {
-		if (errno == ENOENT)
-			return 0;
-		kc_err(f->cmd, "%s: %s", path, strerror(errno));
-		return -errno;
-	}
-	while ((de = readdir(d)) != NULL) {
-		struct fsck_datafile *df;
-		struct stat st;
-		unsigned id;
-		int end = 0, fd;
-
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' ||
-		    sscanf(de->d_name, "%u.kvd%n", &id, &end) != 1 ||
-		    de->d_name[end] != '\0')
-			continue;
-		fd = openat(dirfd(d), de->d_name,
-			    (f->repair ? O_RDWR : O_RDONLY) | O_CLOEXEC |
-				    O_NOFOLLOW);
-		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-			rc = fd < 0 ? -errno : -EINVAL;
-			kc_err(f->cmd, "%s/%s: %s", path, de->d_name,
-			       strerror(-rc));
-			if (fd >= 0)
-				close(fd);
-			break;
-		}
-		if (fsck_grow((void **)&f->dfs, &cap, f->ndfs,
-			      sizeof(*f->dfs)) < 0) {
-			close(fd);
-			rc = -ENOMEM;
-			break;
-		}
-		df = &f->dfs[f->ndfs++];
-		df->id = id;
-		df->fd = fd;
-		df->size = (uint64_t)st.st_size;
-	}
-	closedir(d);
-	if (f->ndfs)
-		qsort(f->dfs, f->ndfs, sizeof(*f->dfs), fsck_df_cmp);
-	return rc;
-}
-
 /* --- scanning data files -------------------------------------------- */
 
-static uint32_t fsck_le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static int fsck_add_rec(struct fsck *f, const struct fsck_datafile *df,
+static int fsck_add_rec(struct fsck *f, const struct kc_datafile *df,
 			uint64_t off, const struct store_hdr *h)
 {
 	struct fsck_rec *r;
 	uint64_t span = h->hdr_len + kv_align_up(h->len);
 
-	if (fsck_grow((void **)&f->recs, &f->caprecs, f->nrecs,
-		      sizeof(*f->recs)) < 0)
+	if (kc_grow((void **)&f->recs, &f->caprecs, f->nrecs,
+		    sizeof(*f->recs)) < 0)
 		return -ENOMEM;
 	r = &f->recs[f->nrecs];
 	*r = (struct fsck_rec){
@@ -390,7 +267,7 @@ static int fsck_add_rec(struct fsck *f, const struct fsck_datafile *df,
 		if (!r->crcs)
 			return -ENOMEM;
 		for (uint32_t i = 0; i < h->nchunks; i++)
-			r->crcs[i] = fsck_le32(h->crcs + 4 * i);
+			r->crcs[i] = kc_le32(h->crcs + 4 * i);
 	}
 	if (!memchr(h->path, '\0', h->path_len)) {
 		r->path = strndup(h->path, h->path_len);
@@ -403,23 +280,13 @@ static int fsck_add_rec(struct fsck *f, const struct fsck_datafile *df,
 	return 0;
 }
 
-/* The next offset at or after pos (KV_ALIGN-aligned) that holds data. */
-static uint64_t fsck_next_data(const struct fsck_datafile *df, uint64_t pos)
-{
-	off_t d = lseek(df->fd, (off_t)pos, SEEK_DATA);
-
-	if (d < 0)
-		return errno == ENXIO ? df->size : pos;
-	return (uint64_t)d & ~(uint64_t)(KV_ALIGN - 1);
-}
-
 /*
  * Finds every record header in df: at each KV_ALIGN boundary where no
  * record covers the bytes, a header that decodes starts a record. Stops at
  * the first record the file does not hold whole (appends are in order, so
  * nothing after it can be whole either).
  */
-static int fsck_scan_file(struct fsck *f, const struct fsck_datafile *df,
+static int fsck_scan_file(struct fsck *f, const struct kc_datafile *df,
 			  uint64_t *done)
 {
 	unsigned char *big = NULL;
@@ -427,17 +294,17 @@ static int fsck_scan_file(struct fsck *f, const struct fsck_datafile *df,
 	int rc = 0;
 
 	while (pos < df->size) {
-		uint64_t start = fsck_next_data(df, pos), o = 0;
+		uint64_t start = kc_next_data(df, pos), o = 0;
 		ssize_t n;
 
 		*done += start > pos ? start - pos : 0;
 		pos = start;
 		if (pos >= df->size)
 			break;
-		n = fsck_pread(df->fd, f->buf,
-			       df->size - pos < FSCK_BUF ? df->size - pos
-							 : FSCK_BUF,
-			       pos);
+		n = kc_pio(df->fd, f->buf, NULL,
+			   df->size - pos < FSCK_BUF ? df->size - pos
+						     : FSCK_BUF,
+			   pos);
 		if (n <= 0) {
 			rc = n < 0 ? (int)n : -EIO;
 			kc_err(f->cmd, "data file %06u.kvd at %llu: %s", df->id,
@@ -451,19 +318,14 @@ static int fsck_scan_file(struct fsck *f, const struct fsck_datafile *df,
 
 			if (drc == -EAGAIN && o > 0)
 				break; /* read again from here */
-			if (drc == -EAGAIN && h.hdr_len <= FSCK_HDR_MAX &&
-			    h.hdr_len <= df->size - pos) {
-				free(big);
-				big = malloc(h.hdr_len);
-				if (!big) {
-					rc = -ENOMEM;
+			if (drc == -EAGAIN) {
+				/* f->buf holds the scan: the header goes to big. */
+				drc = kc_read_hdr(df, pos, h.hdr_len, NULL, 0,
+						  &big, &h);
+				if (drc == -ENOMEM) {
+					rc = drc;
 					goto out;
 				}
-				drc = fsck_pread(df->fd, big, h.hdr_len, pos) ==
-						      (ssize_t)h.hdr_len
-					      ? store_hdr_decode(big, h.hdr_len,
-								 &h)
-					      : -EINVAL;
 			}
 			if (drc < 0) {
 				o += KV_ALIGN;
@@ -891,15 +753,15 @@ static int fsck_walk_entry(void *arg, const char *name,
 	if (!copy)
 		goto out_nomem;
 	if (S_ISDIR(a->mode)) {
-		if (fsck_grow((void **)&f->dirs, &f->capdirs, f->ndirs,
-			      sizeof(*f->dirs)) < 0)
+		if (kc_grow((void **)&f->dirs, &f->capdirs, f->ndirs,
+			    sizeof(*f->dirs)) < 0)
 			goto out_nomem;
 		f->dirs[f->ndirs++] = (struct fsck_dir){
 			.ino = a->ino, .parent = w->dir, .name = copy};
 		return 0;
 	}
-	if (fsck_grow((void **)&f->files, &f->capfiles, f->nfiles,
-		      sizeof(*f->files)) < 0)
+	if (kc_grow((void **)&f->files, &f->capfiles, f->nfiles,
+		    sizeof(*f->files)) < 0)
 		goto out_nomem;
 	f->files[f->nfiles++] = (struct fsck_file){.ino = a->ino,
 						   .dir = w->dir,
@@ -919,7 +781,7 @@ static int fsck_walk(struct fsck *f)
 {
 	int rc;
 
-	if (fsck_grow((void **)&f->dirs, &f->capdirs, 0, sizeof(*f->dirs)) < 0)
+	if (kc_grow((void **)&f->dirs, &f->capdirs, 0, sizeof(*f->dirs)) < 0)
 		return -ENOMEM;
 	f->dirs[0] = (struct fsck_dir){.ino = KV_ROOT_INO, .name = NULL};
 	f->ndirs = 1;
@@ -999,7 +861,7 @@ static void fsck_damage(struct fsck_file *x, enum fsck_state s, char *why)
 
 /* Checks the payload's chunks against crcs, reading FSCK_BUF at a time. */
 static void fsck_check_payload(struct fsck *f, struct fsck_file *x,
-			       const struct fsck_datafile *df,
+			       const struct kc_datafile *df,
 			       const uint32_t *crcs, uint64_t *done)
 {
 	uint64_t base = x->ext.off + x->ext.hdr_len, pos = 0;
@@ -1012,7 +874,7 @@ static void fsck_check_payload(struct fsck *f, struct fsck_file *x,
 		size_t want = x->ext.len - pos < FSCK_BUF
 				      ? (size_t)(x->ext.len - pos)
 				      : FSCK_BUF;
-		ssize_t got = fsck_pread(df->fd, f->buf, want, base + pos);
+		ssize_t got = kc_pio(df->fd, f->buf, NULL, want, base + pos);
 
 		if (got != (ssize_t)want) {
 			fsck_damage(
@@ -1063,9 +925,9 @@ static void fsck_check_payload(struct fsck *f, struct fsck_file *x,
 static void fsck_check_file(struct fsck *f, struct fsck_file *x, uint64_t *done)
 {
 	const struct kv_extent *e = &x->ext;
-	const struct fsck_datafile *df;
+	const struct kc_datafile *df;
 	uint32_t *crcs = NULL, ncrcs = 0;
-	unsigned char *hdr;
+	unsigned char *big = NULL;
 	struct store_hdr h;
 	uint64_t end;
 	int rc;
@@ -1078,7 +940,7 @@ static void fsck_check_file(struct fsck *f, struct fsck_file *x, uint64_t *done)
 						(unsigned long long)x->size));
 		return;
 	}
-	df = fsck_df(f, e->file_id);
+	df = kc_datafile_find(f->dfs, f->ndfs, e->file_id);
 	if (!df) {
 		fsck_damage(x, FSCK_SHORT,
 			    fsck_printf("data file %06u.kvd is missing "
@@ -1087,7 +949,7 @@ static void fsck_check_file(struct fsck *f, struct fsck_file *x, uint64_t *done)
 		return;
 	}
 	if (e->hdr_len < KV_ALIGN || e->hdr_len % KV_ALIGN ||
-	    e->hdr_len > FSCK_HDR_MAX || e->off % KV_ALIGN) {
+	    e->hdr_len > KC_HDR_MAX || e->off % KV_ALIGN) {
 		fsck_damage(x, FSCK_CORRUPT,
 			    fsck_printf("the index's record location is "
 					"invalid (%06u.kvd at %llu, header "
@@ -1113,15 +975,12 @@ static void fsck_check_file(struct fsck *f, struct fsck_file *x, uint64_t *done)
 					"record holds %llu",
 					(unsigned long long)x->size,
 					(unsigned long long)e->len));
-	hdr = e->hdr_len <= FSCK_BUF ? (unsigned char *)f->buf
-				     : malloc(e->hdr_len);
-	if (!hdr) {
+	rc = kc_read_hdr(df, e->off, e->hdr_len, (unsigned char *)f->buf,
+			 FSCK_BUF, &big, &h);
+	if (rc == -ENOMEM) {
 		fsck_damage(x, FSCK_CORRUPT, NULL);
 		return;
 	}
-	rc = fsck_pread(df->fd, hdr, e->hdr_len, e->off) == (ssize_t)e->hdr_len
-		     ? store_hdr_decode(hdr, e->hdr_len, &h)
-		     : -EIO;
 	if (rc < 0) {
 		fsck_damage(
 			x, FSCK_CORRUPT,
@@ -1150,7 +1009,7 @@ static void fsck_check_file(struct fsck *f, struct fsck_file *x, uint64_t *done)
 					     ncrcs, kv_nchunks(e->len)));
 	} else if (x->state == FSCK_OK) {
 		for (uint32_t i = 0; i < ncrcs; i++) {
-			if (fsck_le32(h.crcs + 4 * i) == crcs[i])
+			if (kc_le32(h.crcs + 4 * i) == crcs[i])
 				continue;
 			fsck_damage(x, FSCK_CORRUPT,
 				    fsck_printf("header invalid: its CRC of "
@@ -1160,8 +1019,7 @@ static void fsck_check_file(struct fsck *f, struct fsck_file *x, uint64_t *done)
 			break;
 		}
 	}
-	if ((void *)hdr != (void *)f->buf)
-		free(hdr);
+	free(big);
 	/* The payload is checked whatever the header says: bytes matter. */
 	if (crcs && ncrcs == kv_nchunks(e->len))
 		fsck_check_payload(f, x, df, crcs, done);
@@ -1188,7 +1046,8 @@ static void fsck_drop(struct fsck *f, struct fsck_file *x, const char *path)
 		return;
 	}
 	if (ext.file_id) {
-		struct fsck_datafile *df = fsck_df(f, ext.file_id);
+		struct kc_datafile *df =
+			kc_datafile_find(f->dfs, f->ndfs, ext.file_id);
 
 		/* What the file still holds of the record. */
 		if (df && df->size > ext.off) {
@@ -1297,7 +1156,10 @@ static void fsck_match(struct fsck *f)
 			f->unref_bytes += r->hdr_len + kv_align_up(r->len);
 		} else {
 			f->ntorn++;
-			f->torn_bytes += fsck_df(f, r->file_id)->size - r->off;
+			f->torn_bytes +=
+				kc_datafile_find(f->dfs, f->ndfs, r->file_id)
+					->size -
+				r->off;
 		}
 	}
 	free(inos);
@@ -1522,9 +1384,7 @@ int kc_lock_datadir(const char *cmd, const char *datadir, int *fd_out)
 
 static void fsck_free(struct fsck *f)
 {
-	for (size_t i = 0; i < f->ndfs; i++)
-		close(f->dfs[i].fd);
-	free(f->dfs);
+	kc_datafiles_close(f->dfs, f->ndfs);
 	for (size_t i = 0; i < f->ndirs; i++)
 		free(f->dirs[i].name);
 	free(f->dirs);
@@ -1643,7 +1503,8 @@ int kc_fsck(int argc, char **argv)
 	}
 	f.buf = malloc(FSCK_BUF);
 	if (!f.buf || kc_lock_datadir(f.cmd, f.datadir, &lock_fd) < 0 ||
-	    fsck_open_datafiles(&f) < 0)
+	    kc_datafiles_open(f.cmd, f.datadir, f.repair ? O_RDWR : O_RDONLY,
+			      UINT32_MAX, NULL, &f.dfs, &f.ndfs) < 0)
 		goto out_free;
 	if (f.rebuild && fsck_rebuild(&f) < 0)
 		goto out_free;

@@ -45,7 +45,6 @@
 
 #include <sys/stat.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -63,10 +62,6 @@
 
 /* Bytes copied at a time; a multiple of KV_CHUNK_SIZE and KV_ALIGN. */
 #define GC_BUF (1u << 20)
-/* Header bytes read first when looking for records (most headers fit). */
-#define GC_HDR_READ (16u * 1024u)
-/* A header longer than this is not believed (a 64 GiB payload's is 2 MiB). */
-#define GC_HDR_MAX (64u << 20)
 /* Index rows read at a time. */
 #define GC_BATCH 256
 /* Default threshold: compact files less than this percent live. */
@@ -89,13 +84,6 @@ struct gc_name {
 	uint64_t off;
 };
 
-struct gc_file {
-	uint32_t id;
-	int fd;
-	uint64_t size;	   /* st_size */
-	uint64_t physical; /* st_blocks * 512 */
-};
-
 /* What happened to one data file, for the report. */
 struct gc_result {
 	uint32_t id;
@@ -114,8 +102,8 @@ struct gc {
 	int dry_run;
 	unsigned threshold;
 	struct idx *idx;
-	int data_fd; /* DATADIR/data, O_RDONLY|O_DIRECTORY */
-	struct gc_file *files;
+	int data_fd;		   /* DATADIR/data, O_RDONLY|O_DIRECTORY */
+	struct kc_datafile *files; /* sorted by id */
 	size_t nfiles;
 	unsigned char *buf; /* GC_BUF bytes, KV_ALIGN-aligned */
 	struct gc_live *live;
@@ -161,147 +149,29 @@ static const char gc_usage[] =
 	"record in it is damaged (see kvfsctl fsck), 2 usage or operational\n"
 	"error (DATADIR mounted, unreadable, no space, ...).\n";
 
-static uint32_t gc_le32(const unsigned char *p)
+/*
+ * Writes len bytes of wbuf at off, or (wbuf NULL) reads len bytes into
+ * rbuf: 0, -ENODATA when a read meets EOF, -EIO when a write moves
+ * nothing, or -errno.
+ */
+static int gc_io(int fd, void *rbuf, const void *wbuf, size_t len, uint64_t off)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
+	ssize_t n = kc_pio(fd, rbuf, wbuf, len, off);
 
-/* Reads exactly len bytes at off: 0, -ENODATA at EOF, or -errno. */
-static int gc_pread(int fd, void *buf, size_t len, uint64_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done,
-				  (off_t)(off + done));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -ENODATA;
-		done += (size_t)n;
-	}
+	if (n < 0)
+		return (int)n;
+	if ((size_t)n < len)
+		return wbuf ? -EIO : -ENODATA;
 	return 0;
-}
-
-/* Writes all of buf at off: 0 or -errno. */
-static int gc_pwrite(int fd, const void *buf, size_t len, uint64_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pwrite(fd, (const char *)buf + done, len - done,
-				   (off_t)(off + done));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		done += (size_t)n;
-	}
-	return 0;
-}
-
-static int gc_grow(void **v, size_t *cap, size_t n, size_t sz)
-{
-	void *nv;
-	size_t ncap;
-
-	if (n < *cap)
-		return 0;
-	ncap = *cap ? 2 * *cap : 64;
-	nv = realloc(*v, ncap * sz);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = ncap;
-	return 0;
-}
-
-static int gc_file_cmp(const void *a, const void *b)
-{
-	const struct gc_file *x = a, *y = b;
-
-	return x->id < y->id ? -1 : x->id > y->id;
-}
-
-/* The data file id as it was when gc started (sorted by id), or NULL. */
-static struct gc_file *gc_file(struct gc *g, uint32_t id)
-{
-	struct gc_file key = {.id = id};
-
-	return g->nfiles ? bsearch(&key, g->files, g->nfiles, sizeof(*g->files),
-				   gc_file_cmp)
-			 : NULL;
 }
 
 /* Opens every DATADIR/data/NNNNNN.kvd read-write; next_id follows them. */
 static int gc_open_files(struct gc *g)
 {
-	char path[PATH_MAX];
-	struct dirent *de;
-	size_t cap = 0;
-	DIR *d;
-	int rc = 0;
+	int rc = kc_datafiles_open(g->cmd, g->datadir, O_RDWR, UINT32_MAX - 2,
+				   &g->data_fd, &g->files, &g->nfiles);
 
-	g->next_id = 1;
-	snprintf(path, sizeof(path), "%s/data", g->datadir);
-	g->data_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (g->data_fd < 0) {
-		if (errno == ENOENT)
-			return 0;
-		rc = -errno;
-		kc_err(g->cmd, "%s: %s", path, strerror(-rc));
-		return rc;
-	}
-	d = fdopendir(dup(g->data_fd));
-	if (!d) {
-		rc = -errno;
-		kc_err(g->cmd, "%s: %s", path, strerror(-rc));
-		return rc;
-	}
-	while ((de = readdir(d)) != NULL) {
-		struct stat st;
-		unsigned id;
-		int end = 0, fd;
-
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' ||
-		    sscanf(de->d_name, "%u.kvd%n", &id, &end) != 1 ||
-		    de->d_name[end] != '\0' || id >= UINT32_MAX - 1)
-			continue;
-		fd = openat(g->data_fd, de->d_name,
-			    O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-			rc = fd < 0 ? -errno : -EINVAL;
-			kc_err(g->cmd, "%s/%s: %s", path, de->d_name,
-			       strerror(-rc));
-			if (fd >= 0)
-				close(fd);
-			break;
-		}
-		if (gc_grow((void **)&g->files, &cap, g->nfiles,
-			    sizeof(*g->files)) < 0) {
-			close(fd);
-			rc = -ENOMEM;
-			break;
-		}
-		g->files[g->nfiles++] = (struct gc_file){
-			.id = id,
-			.fd = fd,
-			.size = (uint64_t)st.st_size,
-			.physical = (uint64_t)st.st_blocks * 512,
-		};
-		if (id >= g->next_id)
-			g->next_id = id + 1;
-	}
-	closedir(d);
-	if (g->nfiles)
-		qsort(g->files, g->nfiles, sizeof(*g->files), gc_file_cmp);
+	g->next_id = g->nfiles ? g->files[g->nfiles - 1].id + 1 : 1;
 	return rc;
 }
 
@@ -309,7 +179,8 @@ static int gc_open_files(struct gc *g)
 static void gc_free_orphan(void *arg, const struct kv_extent *ext)
 {
 	struct gc *g = arg;
-	struct gc_file *f = gc_file(g, ext->file_id);
+	struct kc_datafile *f =
+		kc_datafile_find(g->files, g->nfiles, ext->file_id);
 	uint64_t span = kv_extent_span(ext);
 
 	g->orphan_bytes += span;
@@ -321,44 +192,9 @@ static void gc_free_orphan(void *arg, const struct kv_extent *ext)
 			 strerror(errno));
 }
 
-/*
- * Reads and checks the header of a record at off in f (hdr_len bytes when
- * known, else found out) into g->buf or *big; *h points into it.
- * -ENODATA when the file ends first, -EINVAL when it does not decode.
- */
-static int gc_read_hdr(struct gc *g, const struct gc_file *f, uint64_t off,
-		       uint32_t hdr_len, unsigned char **big,
-		       struct store_hdr *h)
-{
-	size_t want = hdr_len ? hdr_len : GC_HDR_READ;
-	unsigned char *p = g->buf;
-	int rc;
-
-	if (off >= f->size)
-		return -ENODATA;
-	if (!hdr_len && want > f->size - off)
-		want = (size_t)(f->size - off);
-	if (want > GC_BUF) {
-		if (want > GC_HDR_MAX)
-			return -EINVAL;
-		free(*big);
-		*big = malloc(want);
-		if (!*big)
-			return -ENOMEM;
-		p = *big;
-	}
-	rc = gc_pread(f->fd, p, want, off);
-	if (rc < 0)
-		return rc;
-	rc = store_hdr_decode(p, want, h);
-	if (rc == -EAGAIN && !hdr_len)
-		return gc_read_hdr(g, f, off, h->hdr_len, big, h);
-	return rc == -EAGAIN ? -EINVAL : rc;
-}
-
 static int gc_live_add(struct gc *g, const struct gc_live *l)
 {
-	if (gc_grow((void **)&g->live, &g->caplive, g->nlive,
+	if (kc_grow((void **)&g->live, &g->caplive, g->nlive,
 		    sizeof(*g->live)) < 0)
 		return -ENOMEM;
 	g->live[g->nlive++] = *l;
@@ -392,7 +228,7 @@ static int gc_name_live(struct gc *g, uint64_t ino, uint64_t seq)
 {
 	unsigned char *big = NULL;
 	struct store_hdr h;
-	struct gc_file *f;
+	struct kc_datafile *f;
 	struct idx_attr a;
 	int rc;
 
@@ -403,10 +239,10 @@ static int gc_name_live(struct gc *g, uint64_t ino, uint64_t seq)
 		return rc;
 	if (a.nlink == 0 || !S_ISREG(a.mode) || a.ext.file_id == 0)
 		return 0;
-	f = gc_file(g, a.ext.file_id);
+	f = kc_datafile_find(g->files, g->nfiles, a.ext.file_id);
 	if (!f)
 		return 1;
-	rc = gc_read_hdr(g, f, a.ext.off, a.ext.hdr_len, &big, &h);
+	rc = kc_read_hdr(f, a.ext.off, a.ext.hdr_len, g->buf, GC_BUF, &big, &h);
 	free(big);
 	if (rc == -ENOMEM)
 		return rc;
@@ -415,8 +251,8 @@ static int gc_name_live(struct gc *g, uint64_t ino, uint64_t seq)
 	return seq > h.seq;
 }
 
-typedef int (*gc_rec_fn)(struct gc *g, const struct gc_file *f, uint64_t off,
-			 const struct store_hdr *h, void *arg);
+typedef int (*gc_rec_fn)(struct gc *g, const struct kc_datafile *f,
+			 uint64_t off, const struct store_hdr *h, void *arg);
 
 /*
  * Calls fn for each record header in f, skipping holes and the live data
@@ -424,7 +260,7 @@ typedef int (*gc_rec_fn)(struct gc *g, const struct gc_file *f, uint64_t off,
  * the next page is tried. h is valid during the call only; fn returns 0
  * or -errno (which stops the walk).
  */
-static int gc_walk(struct gc *g, const struct gc_file *f, size_t ndata,
+static int gc_walk(struct gc *g, const struct kc_datafile *f, size_t ndata,
 		   gc_rec_fn fn, void *arg)
 {
 	unsigned char *big = NULL;
@@ -432,14 +268,12 @@ static int gc_walk(struct gc *g, const struct gc_file *f, size_t ndata,
 	int rc = 0;
 
 	while (pos < f->size) {
+		uint64_t d = kc_next_data(f, pos);
 		const struct gc_live *l;
 		struct store_hdr h;
-		off_t d = lseek(f->fd, (off_t)pos, SEEK_DATA);
 
-		if (d < 0 && errno == ENXIO)
-			break;
-		if (d >= 0 && (uint64_t)d > pos)
-			pos = (uint64_t)d & ~(uint64_t)(KV_ALIGN - 1);
+		if (d > pos)
+			pos = d;
 		if (pos >= f->size)
 			break;
 		l = gc_data_at(g, ndata, pos);
@@ -447,7 +281,7 @@ static int gc_walk(struct gc *g, const struct gc_file *f, size_t ndata,
 			pos += l->hdr_len + kv_align_up(l->len);
 			continue;
 		}
-		rc = gc_read_hdr(g, f, pos, 0, &big, &h);
+		rc = kc_read_hdr(f, pos, 0, g->buf, GC_BUF, &big, &h);
 		if (rc == -ENOMEM)
 			break;
 		if (rc < 0) {
@@ -478,13 +312,13 @@ static int gc_name_cmp(const void *a, const void *b)
 	return x->off > y->off ? -1 : x->off < y->off;
 }
 
-static int gc_find_name(struct gc *g, const struct gc_file *f, uint64_t off,
+static int gc_find_name(struct gc *g, const struct kc_datafile *f, uint64_t off,
 			const struct store_hdr *h, void *arg)
 {
 	(void)arg;
 	if (h->type != STORE_REC_NAME)
 		return 0;
-	if (gc_grow((void **)&g->names, &g->capnames, g->nnames,
+	if (kc_grow((void **)&g->names, &g->capnames, g->nnames,
 		    sizeof(*g->names)) < 0)
 		return -ENOMEM;
 	g->names[g->nnames++] = (struct gc_name){
@@ -539,8 +373,8 @@ static int gc_name_newest(const struct gc *g, uint64_t ino, uint32_t file_id,
 }
 
 /* gc_walk() callback of gc_classify(): judges one record not live yet. */
-static int gc_classify_one(struct gc *g, const struct gc_file *f, uint64_t off,
-			   const struct store_hdr *h, void *arg)
+static int gc_classify_one(struct gc *g, const struct kc_datafile *f,
+			   uint64_t off, const struct store_hdr *h, void *arg)
 {
 	struct gc_result *r = arg;
 	uint32_t hdr_len = h->hdr_len;
@@ -576,7 +410,7 @@ static int gc_classify_one(struct gc *g, const struct gc_file *f, uint64_t off,
  * still needed. Counts the dead ones in r. Returns 0, 1 when a live record
  * is damaged (r->why says how), or -errno.
  */
-static int gc_classify(struct gc *g, const struct gc_file *f,
+static int gc_classify(struct gc *g, const struct kc_datafile *f,
 		       struct gc_result *r)
 {
 	struct idx_rec recs[GC_BATCH];
@@ -592,7 +426,8 @@ static int gc_classify(struct gc *g, const struct gc_file *f,
 			const struct kv_extent *e = &recs[i].ext;
 			struct store_hdr h;
 
-			rc = gc_read_hdr(g, f, e->off, e->hdr_len, &big, &h);
+			rc = kc_read_hdr(f, e->off, e->hdr_len, g->buf, GC_BUF,
+					 &big, &h);
 			if (rc == -ENOMEM)
 				goto out;
 			if (rc == 0 &&
@@ -699,7 +534,7 @@ static int gc_out_open(struct gc *g)
  * payload's chunk CRCs against the header. Returns 0, 1 when the record is
  * damaged (*why set), or -errno (an I/O error of either file).
  */
-static int gc_copy_one(struct gc *g, const struct gc_file *f,
+static int gc_copy_one(struct gc *g, const struct kc_datafile *f,
 		       const struct gc_live *l, const char **why)
 {
 	uint64_t padded = kv_align_up(l->len), done = 0;
@@ -708,7 +543,7 @@ static int gc_copy_one(struct gc *g, const struct gc_file *f,
 	struct store_hdr h;
 	int rc;
 
-	rc = gc_read_hdr(g, f, l->off, l->hdr_len, &big, &h);
+	rc = kc_read_hdr(f, l->off, l->hdr_len, g->buf, GC_BUF, &big, &h);
 	if (rc == -ENOMEM || (rc < 0 && rc != -ENODATA && rc != -EINVAL))
 		goto out;
 	if (rc < 0 || h.ino != l->ino || h.type != l->type || h.len != l->len) {
@@ -717,7 +552,7 @@ static int gc_copy_one(struct gc *g, const struct gc_file *f,
 		goto out;
 	}
 	hdr = big ? big : g->buf;
-	rc = gc_pwrite(g->out_fd, hdr, l->hdr_len, g->out_tail);
+	rc = gc_io(g->out_fd, NULL, hdr, l->hdr_len, g->out_tail);
 	if (rc < 0)
 		goto out;
 	/* g->buf is reused for the payload: keep the chunk CRCs. */
@@ -733,7 +568,7 @@ static int gc_copy_one(struct gc *g, const struct gc_file *f,
 		size_t n = padded - done < GC_BUF ? (size_t)(padded - done)
 						  : GC_BUF;
 
-		rc = gc_pread(f->fd, g->buf, n, l->off + l->hdr_len + done);
+		rc = gc_io(f->fd, g->buf, NULL, n, l->off + l->hdr_len + done);
 		if (rc == -ENODATA) {
 			*why = "the file ends inside it";
 			rc = 1;
@@ -750,14 +585,14 @@ static int gc_copy_one(struct gc *g, const struct gc_file *f,
 			if (crc32c(0, g->buf + c,
 				   left < KV_CHUNK_SIZE ? left
 							: KV_CHUNK_SIZE) !=
-			    gc_le32(crcs + 4 * k)) {
+			    kc_le32(crcs + 4 * k)) {
 				*why = "a chunk fails its CRC32C";
 				rc = 1;
 				goto out;
 			}
 		}
-		rc = gc_pwrite(g->out_fd, g->buf, n,
-			       g->out_tail + l->hdr_len + done);
+		rc = gc_io(g->out_fd, NULL, g->buf, n,
+			   g->out_tail + l->hdr_len + done);
 		if (rc < 0)
 			goto out;
 		done += n;
@@ -774,7 +609,8 @@ out:
  * index at the copies. Returns 0, 1 when a record turned out damaged (the
  * copies are cut off again, r->why set), or -errno.
  */
-static int gc_copy(struct gc *g, const struct gc_file *f, struct gc_result *r)
+static int gc_copy(struct gc *g, const struct kc_datafile *f,
+		   struct gc_result *r)
 {
 	uint64_t start, nmoves = 0;
 	const char *why = NULL;
@@ -786,7 +622,7 @@ static int gc_copy(struct gc *g, const struct gc_file *f, struct gc_result *r)
 		if (rc < 0)
 			return rc;
 	}
-	if (gc_grow((void **)&g->moves, &g->capmoves, g->nlive,
+	if (kc_grow((void **)&g->moves, &g->capmoves, g->nlive,
 		    sizeof(*g->moves)) < 0)
 		return -ENOMEM;
 	start = g->out_tail;
@@ -846,7 +682,7 @@ out_undo:
 }
 
 /* Removes data file f (nothing in the index points into it). */
-static int gc_remove(struct gc *g, struct gc_file *f)
+static int gc_remove(struct gc *g, struct kc_datafile *f)
 {
 	char name[32];
 	uint64_t refs = 1;
@@ -876,7 +712,7 @@ static int gc_remove(struct gc *g, struct gc_file *f)
 }
 
 /* Decides about one data file and carries it out. -errno stops the run. */
-static int gc_one(struct gc *g, struct gc_file *f, struct gc_result *r)
+static int gc_one(struct gc *g, struct kc_datafile *f, struct gc_result *r)
 {
 	int rc;
 
@@ -1175,10 +1011,7 @@ static int gc_parse(struct gc *g, int argc, char **argv, int *help)
 
 static void gc_free(struct gc *g)
 {
-	for (size_t i = 0; i < g->nfiles; i++)
-		if (g->files[i].fd >= 0)
-			close(g->files[i].fd);
-	free(g->files);
+	kc_datafiles_close(g->files, g->nfiles);
 	for (size_t i = 0; i < g->nres; i++)
 		free(g->res[i].why);
 	free(g->res);

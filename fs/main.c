@@ -11,8 +11,11 @@
  *   idx->lock) and on data-file I/O (each thread's own io_uring).
  * - probe worker (core/verdict.c): answers lookup batches from the index
  *   and replies to parked LOOKUPs (fs/lookup.c); never notifies the kernel.
+ *   A FUSE worker probes a batch itself when no probe runs (inline_probe):
+ *   then it is the one replying, under the same rules.
  * - notifier (fs/notify.c): the only caller of kernel invalidations.
- * - janitor (fs/evict.c): atimes, use, eviction, stale temp files.
+ * - janitor (fs/evict.c): atimes, kept-back name records, recovery
+ *   horizons, use, eviction, stale temp files.
  * - checkpointer (index/index.c): WAL checkpoints on its own connection.
  * - Signals: libfuse's handlers for SIGINT, SIGTERM and SIGHUP end the
  *   loop; every thread kvfs starts blocks them.

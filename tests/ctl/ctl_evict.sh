@@ -13,53 +13,10 @@
 #    hold little more than that block;
 #  - bad arguments: exit 2, a "kvfsctl evict: ..." message, nothing on
 #    stdout, nothing evicted.
-. "$(dirname "$0")/../mount/lib.sh"
-
-KC=${KVFSCTL:?KVFSCTL is not set}
-LP=${LOOKUP_PROBE:?LOOKUP_PROBE is not set}
+. "$(dirname "$0")/lib.sh"
+KC_FAILS_CMD=" evict: "
 BLK=$((1024 * 1024))
 N=12
-
-kc_run() {
-	local want=$1 what=$2 rc
-	shift 2
-	"$@" >"$T_TMP/out" 2>"$T_TMP/err"
-	rc=$?
-	if [ "$rc" -ne "$want" ]; then
-		t_show "$T_TMP/err"
-		t_show "$T_TMP/out"
-		t_fail "$what: exit status $rc, want $want ($*)"
-	fi
-}
-
-has() {
-	grep -E -q -- "$2" "$T_TMP/out" || {
-		t_show "$T_TMP/out"
-		t_fail "$1: no line matches /$2/"
-	}
-}
-
-kc_fails() {
-	local re=$1
-	shift
-	kc_run 2 "bad arguments" "$@"
-	[ ! -s "$T_TMP/out" ] || t_fail "bad arguments ($*): printed on stdout"
-	grep -E -q -- "^kvfsctl evict: .*$re" "$T_TMP/err" || {
-		t_show "$T_TMP/err"
-		t_fail "bad arguments ($*): no message matching /$re/"
-	}
-	t_log "refused as expected: $* -> $(head -n 1 "$T_TMP/err")"
-}
-
-expect() {
-	local want=${*: -1} got
-	got=$("${@:1:$#-2}") || t_fail "$* could not run"
-	[ "$got" = "$want" ] || t_fail "$*: got '$got'"
-}
-
-json_num() {
-	grep -o "\"$2\": [0-9]*" "$1" | head -n 1 | awk '{ print $2 }'
-}
 
 # evicted_total: the daemon's eviction counter.
 evicted_total() {
@@ -68,11 +25,7 @@ evicted_total() {
 		t_fail "no kvfs_evicted_total in $MNT/.kvfs/stats"
 }
 
-t_init
-[ "$T_MODE" = mount ] || {
-	T_DONE=1
-	t_skip "kvfsctl needs a kvfs mount (KVFS is not set)"
-}
+kc_init
 T_DATA=$(t_plain_dir data)
 T_MNT=$(t_plain_dir mnt)
 # Far above what the test stores: only kvfsctl evicts.

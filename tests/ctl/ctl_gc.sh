@@ -13,71 +13,11 @@
 #    name; so it does when a data file gc removed is put back (a crash
 #    between the index commit and the unlink): a copy never loses to the
 #    record it was copied from, and that file is removed by the next gc.
-. "$(dirname "$0")/../mount/lib.sh"
-
-KC=${KVFSCTL:?KVFSCTL is not set}
-LP=${LOOKUP_PROBE:?LOOKUP_PROBE is not set}
+. "$(dirname "$0")/lib.sh"
+KC_FAILS_CMD=" gc: "
 # Small blocks, so that dead name records (a page each) weigh.
 BLK=4096
 N=60
-
-kc_run() {
-	local want=$1 what=$2 rc
-	shift 2
-	"$@" >"$T_TMP/out" 2>"$T_TMP/err"
-	rc=$?
-	if [ "$rc" -ne "$want" ]; then
-		t_show "$T_TMP/err"
-		t_show "$T_TMP/out"
-		t_fail "$what: exit status $rc, want $want ($*)"
-	fi
-}
-
-has() {
-	grep -E -q -- "$2" "$T_TMP/out" || {
-		t_show "$T_TMP/out"
-		t_fail "$1: no line matches /$2/"
-	}
-}
-
-kc_fails() {
-	local re=$1
-	shift
-	kc_run 2 "bad arguments" "$@"
-	[ ! -s "$T_TMP/out" ] || t_fail "bad arguments ($*): printed on stdout"
-	grep -E -q -- "^kvfsctl gc: .*$re" "$T_TMP/err" || {
-		t_show "$T_TMP/err"
-		t_fail "bad arguments ($*): no message matching /$re/"
-	}
-	t_log "refused as expected: $* -> $(head -n 1 "$T_TMP/err")"
-}
-
-expect() {
-	local want=${*: -1} got
-	got=$("${@:1:$#-2}") || t_fail "$* could not run"
-	[ "$got" = "$want" ] || t_fail "$*: got '$got'"
-}
-
-json_num() {
-	grep -o "\"$2\": [0-9]*" "$1" | head -n 1 | awk '{ print $2 }'
-}
-
-sums() {
-	(cd "$1" && find . -type f ! -name kvfs.lock -print0 | sort -z |
-		xargs -0 sha256sum)
-}
-
-copy() {
-	local d
-	d=$(t_plain_dir "$1")
-	cp -a --sparse=always "$2/." "$d/" || t_fail "cp $2 $d"
-	rm -f "$d/kvfs.lock"
-	echo "$d"
-}
-
-dump() {
-	t_run "$T_TMP/$2.tree" "$T_TMP/$2.tree.err" "$TREE_DUMP" -C -i .kvfs "$1"
-}
 
 du_data() {
 	du -s --block-size=1 "$1/data" | cut -f1
@@ -93,11 +33,7 @@ verify() {
 	done
 }
 
-t_init
-[ "$T_MODE" = mount ] || {
-	T_DONE=1
-	t_skip "kvfsctl needs kvfs (KVFS is not set)"
-}
+kc_init
 t_target
 MNT=$(realpath "$T_MNT")
 DATA=$(realpath "$T_DATA")

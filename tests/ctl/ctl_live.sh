@@ -14,67 +14,9 @@
 #    stdout, and nothing changed in the mount or the verdict cache;
 #  - fsck refuses a mounted data directory;
 #  - the control socket is gone after the unmount.
-. "$(dirname "$0")/../mount/lib.sh"
-
-KC=${KVFSCTL:?KVFSCTL is not set}
-LP=${LOOKUP_PROBE:?LOOKUP_PROBE is not set}
+. "$(dirname "$0")/lib.sh"
 PROMCHECK=${PROMCHECK:?PROMCHECK is not set}
 BLK=$((2 * 1024 * 1024))
-
-# kc_ok WHAT CMD...: CMD must exit 0; its stdout is left in $T_TMP/out.
-kc_ok() {
-	local what=$1 rc
-	shift
-	"$@" >"$T_TMP/out" 2>"$T_TMP/err"
-	rc=$?
-	if [ "$rc" -ne 0 ]; then
-		t_show "$T_TMP/err"
-		t_show "$T_TMP/out"
-		t_fail "$what: exit status $rc, want 0 ($*)"
-	fi
-}
-
-# has WHAT REGEX: the last kc_ok's stdout has a line matching REGEX.
-has() {
-	grep -E -q -- "$2" "$T_TMP/out" || {
-		t_show "$T_TMP/out"
-		t_fail "$1: no line matches /$2/"
-	}
-}
-
-# kc_fails REGEX CMD...: CMD must exit 2, print nothing on stdout, and
-# say why on stderr in a line "kvfsctl ...: ..." matching REGEX.
-kc_fails() {
-	local re=$1 rc
-	shift
-	"$@" >"$T_TMP/out" 2>"$T_TMP/err"
-	rc=$?
-	[ "$rc" -eq 2 ] || {
-		t_show "$T_TMP/err"
-		t_fail "bad arguments ($*): exit status $rc, want 2"
-	}
-	[ ! -s "$T_TMP/out" ] || {
-		t_show "$T_TMP/out"
-		t_fail "bad arguments ($*): printed on stdout"
-	}
-	grep -E -q -- "^kvfsctl.*$re" "$T_TMP/err" || {
-		t_show "$T_TMP/err"
-		t_fail "bad arguments ($*): no message matching /$re/"
-	}
-	t_log "refused as expected: $* -> $(head -n 1 "$T_TMP/err")"
-}
-
-# expect CMD... = LINE: the helper's output must be LINE.
-expect() {
-	local want=${*: -1} got
-	got=$("${@:1:$#-2}") || t_fail "$* could not run"
-	[ "$got" = "$want" ] || t_fail "$*: got '$got'"
-}
-
-# json_num FILE KEY: a number field of a one-line JSON object.
-json_num() {
-	grep -o "\"$2\": [0-9]*" "$1" | head -n 1 | awk '{ print $2 }'
-}
 
 # prom FILE NAME: the value of sample kvfs_NAME.
 prom() {
@@ -83,11 +25,7 @@ prom() {
 		t_fail "no sample kvfs_$2 in $1"
 }
 
-t_init
-[ "$T_MODE" = mount ] || {
-	T_DONE=1
-	t_skip "kvfsctl needs a kvfs mount (KVFS is not set)"
-}
+kc_init
 t_target
 MNT=$(realpath "$T_MNT")
 DATA=$(realpath "$T_DATA")

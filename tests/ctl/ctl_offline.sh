@@ -18,70 +18,7 @@
 #    drops the short ones and keeps the corrupt one; after a remount the
 #    dropped names are absent, the corrupt block fails to read, and every
 #    other block reads back byte-exact.
-. "$(dirname "$0")/../mount/lib.sh"
-
-KC=${KVFSCTL:?KVFSCTL is not set}
-LP=${LOOKUP_PROBE:?LOOKUP_PROBE is not set}
-
-# kc_run WANT WHAT CMD...: CMD must exit WANT; stdout left in $T_TMP/out.
-kc_run() {
-	local want=$1 what=$2 rc
-	shift 2
-	"$@" >"$T_TMP/out" 2>"$T_TMP/err"
-	rc=$?
-	if [ "$rc" -ne "$want" ]; then
-		t_show "$T_TMP/err"
-		t_show "$T_TMP/out"
-		t_fail "$what: exit status $rc, want $want ($*)"
-	fi
-}
-
-has() {
-	grep -E -q -- "$2" "$T_TMP/out" || {
-		t_show "$T_TMP/out"
-		t_fail "$1: no line matches /$2/"
-	}
-}
-
-# kc_fails REGEX CMD...: exit 2, nothing on stdout, the reason on stderr.
-kc_fails() {
-	local re=$1
-	shift
-	kc_run 2 "bad arguments" "$@"
-	[ ! -s "$T_TMP/out" ] || t_fail "bad arguments ($*): printed on stdout"
-	grep -E -q -- "^kvfsctl.*$re" "$T_TMP/err" || {
-		t_show "$T_TMP/err"
-		t_fail "bad arguments ($*): no message matching /$re/"
-	}
-	t_log "refused as expected: $* -> $(head -n 1 "$T_TMP/err")"
-}
-
-expect() {
-	local want=${*: -1} got
-	got=$("${@:1:$#-2}") || t_fail "$* could not run"
-	[ "$got" = "$want" ] || t_fail "$*: got '$got'"
-}
-
-# Checksums of everything in a data directory but the lock file (fsck
-# writes its pid there).
-sums() {
-	(cd "$1" && find . -type f ! -name kvfs.lock -print0 | sort -z |
-		xargs -0 sha256sum)
-}
-
-# copy DIR: a copy of the data directory (holes stay holes).
-copy() {
-	local d
-	d=$(t_plain_dir "$1")
-	cp -a --sparse=always "$DATA/." "$d/" || t_fail "cp $DATA $d"
-	rm -f "$d/kvfs.lock"
-	echo "$d"
-}
-
-# dump MNT TAG: names, types, modes, owners, sizes and content hashes.
-dump() {
-	t_run "$T_TMP/$2.tree" "$T_TMP/$2.tree.err" "$TREE_DUMP" -C -i .kvfs "$1"
-}
+. "$(dirname "$0")/lib.sh"
 
 # records DATADIR: "path file_id offset header_length length" of every
 # named regular file with a record, in data-file order (read with sqlite3,
@@ -99,11 +36,7 @@ records() {
 		tr '|' ' '
 }
 
-t_init
-[ "$T_MODE" = mount ] || {
-	T_DONE=1
-	t_skip "kvfsctl needs kvfs (KVFS is not set)"
-}
+kc_init
 command -v sqlite3 >/dev/null || t_skip "no sqlite3 (Debian package sqlite3)"
 t_target
 MNT=$(realpath "$T_MNT")
