@@ -67,6 +67,7 @@ struct store {
 	pthread_mutex_t names_lock;
 	struct iovec names[STORE_NAMES_MAX]; /* protected by names_lock */
 	unsigned nnames;		     /* protected by names_lock */
+	uint64_t names_bytes;		     /* protected by names_lock */
 	struct {
 		atomic_uint_fast64_t appends, append_bytes, reads, read_bytes;
 		atomic_uint_fast64_t frees, files_removed, short_records;
@@ -384,34 +385,23 @@ out_free:
 	return rc;
 }
 
+static int store_each_file(struct store *st,
+			   void (*fn)(void *arg, uint32_t id, int dfd),
+			   void *arg);
+
+static void store_scan_one(void *arg, uint32_t id, int dfd)
+{
+	struct store *st = arg;
+
+	(void)dfd;
+	if (id >= st->next_id)
+		st->next_id = id + 1;
+}
+
+/* New data files are numbered after the highest existing one. */
 static int store_scan_ids(struct store *st)
 {
-	struct dirent *de;
-	DIR *d;
-	int fd;
-
-	fd = openat(st->data_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
-	while ((de = readdir(d)) != NULL) {
-		unsigned id;
-		int end = 0;
-
-		/* Only names we could have made: NNNNNN.kvd, digits only. */
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' ||
-		    sscanf(de->d_name, "%u.kvd%n", &id, &end) != 1 ||
-		    de->d_name[end] != '\0' || id >= UINT32_MAX - 1)
-			continue;
-		if (id >= st->next_id)
-			st->next_id = id + 1;
-	}
-	closedir(d);
-	return 0;
+	return store_each_file(st, store_scan_one, st);
 }
 
 int store_open(struct store **out, const char *datadir,
@@ -646,10 +636,20 @@ static unsigned store_take_names(struct store *st, struct iovec *out,
 	pthread_mutex_lock(&st->names_lock);
 	n = st->nnames;
 	memcpy(out, st->names, n * sizeof(*out));
+	*bytes = st->names_bytes;
 	st->nnames = 0;
+	st->names_bytes = 0;
 	pthread_mutex_unlock(&st->names_lock);
-	for (unsigned i = 0; i < n; i++)
-		*bytes += out[i].iov_len;
+	return n;
+}
+
+uint64_t store_names_bytes(struct store *st)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&st->names_lock);
+	n = st->names_bytes;
+	pthread_mutex_unlock(&st->names_lock);
 	return n;
 }
 
@@ -809,9 +809,11 @@ int store_append_name(struct store *st, uint64_t ino, const char *path)
 	for (int tries = 0; tries < 2; tries++) {
 		pthread_mutex_lock(&st->names_lock);
 		full = st->nnames == STORE_NAMES_MAX;
-		if (!full)
+		if (!full) {
 			st->names[st->nnames++] = (struct iovec){
 				.iov_base = hdr, .iov_len = hdr_len};
+			st->names_bytes += hdr_len;
+		}
 		pthread_mutex_unlock(&st->names_lock);
 		if (!full)
 			return rc;
@@ -1041,9 +1043,10 @@ static int store_each_file(struct store *st,
 		unsigned id;
 		int end = 0;
 
+		/* Only names we could have made: NNNNNN.kvd, digits only. */
 		if (de->d_name[0] < '0' || de->d_name[0] > '9' ||
 		    sscanf(de->d_name, "%u.kvd%n", &id, &end) != 1 ||
-		    de->d_name[end] != '\0')
+		    de->d_name[end] != '\0' || id >= UINT32_MAX - 1)
 			continue;
 		fn(arg, id, dirfd(d));
 	}

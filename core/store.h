@@ -141,6 +141,8 @@ int store_append_iov(struct store *st, uint64_t ino, const char *path,
 int store_append_name(struct store *st, uint64_t ino, const char *path);
 /* Writes the name records kept back (batch_names), in one append. */
 int store_flush_names(struct store *st);
+/* Bytes of the name records kept back, not yet in a data file. */
+uint64_t store_names_bytes(struct store *st);
 /* The append of a record in file_id is committed or abandoned. */
 void store_append_done(struct store *st, uint32_t file_id);
 

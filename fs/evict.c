@@ -101,6 +101,8 @@ static void evict_measure(struct fs *fs)
 		if (stat(path, &sb) == 0)
 			bytes += (uint64_t)sb.st_blocks * 512;
 	}
+	/* Name records kept back were counted when renames made them. */
+	bytes += store_names_bytes(fs->store);
 	atomic_store(&fs->used_est, (int64_t)bytes);
 	atomic_store(&fs->ndatafiles, nfiles);
 }
@@ -200,11 +202,20 @@ void fs_evict(struct fs *fs, uint64_t target, struct fs_evict_result *r)
 			      &r->used_after);
 }
 
-int fs_make_room(struct fs *fs, uint64_t bytes)
+/*
+ * Room kept free below the high watermark for what use grows by between
+ * two measurements without being counted as it happens: the index log
+ * (some 50 KiB a store until it reaches its steady size).
+ */
+#define EVICT_SLACK_MAX (1ull << 20)
+
+int fs_make_room(struct fs *fs, uint64_t want)
 {
 	/* Stores keep use under the high watermark, not just the capacity. */
-	uint64_t cap = fs->cfg.high_wm, got, freed, target;
+	uint64_t cap = fs->cfg.high_wm, got, freed, target, bytes;
 
+	bytes = want +
+		(cap / 64 < EVICT_SLACK_MAX ? cap / 64 : EVICT_SLACK_MAX);
 	if (fs_used(fs) + bytes <= cap)
 		return 0;
 	if (bytes > cap)
@@ -225,7 +236,7 @@ out_full:
 	atomic_fetch_add(&fs->enospc, 1);
 	log_warn("high watermark %llu bytes reached and nothing can be "
 		 "evicted (all open): store of %llu bytes refused",
-		 (unsigned long long)cap, (unsigned long long)bytes);
+		 (unsigned long long)cap, (unsigned long long)want);
 	return -ENOSPC;
 }
 

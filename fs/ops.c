@@ -469,6 +469,7 @@ static void fs_renamed(struct fs *fs, uint64_t parent, const char *name,
 {
 	struct idx_attr a;
 	struct node *n;
+	uint64_t span;
 	char *path;
 
 	if (idx_lookup(fs->idx, parent, name, &a) < 0)
@@ -483,10 +484,15 @@ static void fs_renamed(struct fs *fs, uint64_t parent, const char *name,
 	pthread_rwlock_unlock(&n->rw);
 	if (S_ISREG(a.mode) && a.ext.file_id) {
 		path = node_path(fs, n);
-		if (path && store_append_name(fs->store, a.ino, path) < 0)
+		/* Counted now, even when it goes out later (batch_names). */
+		span = path ? store_hdr_len(0, strlen(path)) : 0;
+		if (path && (fs_make_room(fs, span) < 0 ||
+			     store_append_name(fs->store, a.ino, path) < 0))
 			log_warn("no name record for %s: a rebuilt index "
 				 "will list it under its old name",
 				 path);
+		else if (path)
+			atomic_fetch_add(&fs->used_est, (int64_t)span);
 		free(path);
 	}
 	node_put(fs, n, 0, 0, 1);
