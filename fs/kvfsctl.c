@@ -972,6 +972,30 @@ static int kc_nargs(const char *cmd, int have, int min, int max,
 	return -1;
 }
 
+#define KC_BEGIN_HELP (-2)
+
+/*
+ * A subcommand's options, --help and argument count (min to max, named
+ * args in errors): returns the index of its first argument, KC_BEGIN_HELP
+ * once usage is printed, or -1 after an error message.
+ */
+static int kc_begin(const char *cmd, int argc, char **argv, int watch,
+		    const char *usage, int min, int max, const char *args,
+		    struct kc_opts *o)
+{
+	int i = kc_getopt(cmd, argc, argv, o, watch);
+
+	if (i < 0)
+		return -1;
+	if (o->help) {
+		fputs(usage, stdout);
+		return KC_BEGIN_HELP;
+	}
+	if (kc_nargs(cmd, argc - i, min, max, args) < 0)
+		return -1;
+	return i;
+}
+
 /* --- status --------------------------------------------------------- */
 
 static const char kc_status_usage[] =
@@ -1171,15 +1195,11 @@ static int kc_status(int argc, char **argv)
 	struct kc_opts o;
 	int i;
 
-	i = kc_getopt(cmd, argc, argv, &o, 0);
+	i = kc_begin(cmd, argc, argv, 0, kc_status_usage, 1, 1,
+		     "MOUNTPOINT|DATADIR", &o);
 	if (i < 0)
-		return KC_EXIT_ERROR;
-	if (o.help) {
-		fputs(kc_status_usage, stdout);
-		return KC_EXIT_OK;
-	}
-	if (kc_nargs(cmd, argc - i, 1, 1, "MOUNTPOINT|DATADIR") < 0 ||
-	    kc_target_open(cmd, argv[i], &t) < 0)
+		return i == KC_BEGIN_HELP ? KC_EXIT_OK : KC_EXIT_ERROR;
+	if (kc_target_open(cmd, argv[i], &t) < 0)
 		return KC_EXIT_ERROR;
 	memset(&s, 0xff, sizeof(s)); /* every number unknown */
 	s.version = NULL;
@@ -1551,15 +1571,11 @@ static int kc_stats(int argc, char **argv)
 	struct kc_opts o;
 	int i, rc, ret = KC_EXIT_ERROR;
 
-	i = kc_getopt(cmd, argc, argv, &o, 1);
+	i = kc_begin(cmd, argc, argv, 1, kc_stats_usage, 1, 1,
+		     "MOUNTPOINT|DATADIR", &o);
 	if (i < 0)
-		return KC_EXIT_ERROR;
-	if (o.help) {
-		fputs(kc_stats_usage, stdout);
-		return KC_EXIT_OK;
-	}
-	if (kc_nargs(cmd, argc - i, 1, 1, "MOUNTPOINT|DATADIR") < 0 ||
-	    kc_target_open(cmd, argv[i], &t) < 0)
+		return i == KC_BEGIN_HELP ? KC_EXIT_OK : KC_EXIT_ERROR;
+	if (kc_target_open(cmd, argv[i], &t) < 0)
 		return KC_EXIT_ERROR;
 	if (kc_need_mounted(cmd, &t) < 0)
 		goto out_free;
@@ -1699,17 +1715,13 @@ static int kc_verdicts_common(int argc, char **argv, int clear)
 	char *line = NULL, *enc = NULL, *raw = NULL, *rel = NULL;
 	int i, rc, ret = KC_EXIT_ERROR;
 
-	i = kc_getopt(cmd, argc, argv, &o, 0);
+	i = kc_begin(
+		cmd, argc, argv, 0, clear ? kc_clear_usage : kc_verdicts_usage,
+		clear ? 2 : 1, 2,
+		clear ? "MOUNTPOINT|DATADIR PATH" : "MOUNTPOINT|DATADIR [PATH]",
+		&o);
 	if (i < 0)
-		return KC_EXIT_ERROR;
-	if (o.help) {
-		fputs(clear ? kc_clear_usage : kc_verdicts_usage, stdout);
-		return KC_EXIT_OK;
-	}
-	if (kc_nargs(cmd, argc - i, clear ? 2 : 1, 2,
-		     clear ? "MOUNTPOINT|DATADIR PATH"
-			   : "MOUNTPOINT|DATADIR [PATH]") < 0)
-		return KC_EXIT_ERROR;
+		return i == KC_BEGIN_HELP ? KC_EXIT_OK : KC_EXIT_ERROR;
 	if (argc - i == 2 && argv[i + 1][0] == '\0') {
 		kc_err(cmd, "PATH is empty");
 		return KC_EXIT_ERROR;

@@ -2154,51 +2154,45 @@ static int idx_list_names(struct idx *idx, sqlite3_stmt *st,
 	return rc < 0 ? rc : (int)n;
 }
 
-int idx_lru(struct idx *idx, int64_t after_ns, uint64_t after_ino,
-	    struct idx_name *out, size_t max)
+/* Binds args[0..nargs) and max (the last parameter) to statement sid. */
+static int idx_names_by(struct idx *idx, int sid, const int64_t *args,
+			int nargs, struct idx_name *out, size_t max)
 {
 	sqlite3_stmt *st;
 	int rc;
 
 	idx_lock(idx);
-	st = idx->st[SID_LRU];
-	idx_bind_i64(st, 1, after_ns);
-	idx_bind_i64(st, 2, (int64_t)after_ino);
-	idx_bind_i64(st, 3, (int64_t)max);
+	st = idx->st[sid];
+	for (int i = 0; i < nargs; i++)
+		idx_bind_i64(st, i + 1, args[i]);
+	idx_bind_i64(st, nargs + 1, (int64_t)max);
 	rc = idx_list_names(idx, st, out, max);
 	idx_unlock(idx);
 	return rc;
+}
+
+int idx_lru(struct idx *idx, int64_t after_ns, uint64_t after_ino,
+	    struct idx_name *out, size_t max)
+{
+	const int64_t args[] = {after_ns, (int64_t)after_ino};
+
+	return idx_names_by(idx, SID_LRU, args, 2, out, max);
 }
 
 int idx_tmp_names(struct idx *idx, uint64_t after, struct idx_name *out,
 		  size_t max)
 {
-	sqlite3_stmt *st;
-	int rc;
+	const int64_t args[] = {(int64_t)after};
 
-	idx_lock(idx);
-	st = idx->st[SID_TMP_NAMES];
-	idx_bind_i64(st, 1, (int64_t)after);
-	idx_bind_i64(st, 2, (int64_t)max);
-	rc = idx_list_names(idx, st, out, max);
-	idx_unlock(idx);
-	return rc;
+	return idx_names_by(idx, SID_TMP_NAMES, args, 1, out, max);
 }
 
 int idx_records_past(struct idx *idx, uint32_t file_id, uint64_t end,
 		     struct idx_name *out, size_t max)
 {
-	sqlite3_stmt *st;
-	int rc;
+	const int64_t args[] = {file_id, (int64_t)end};
 
-	idx_lock(idx);
-	st = idx->st[SID_RECORDS_PAST];
-	idx_bind_i64(st, 1, file_id);
-	idx_bind_i64(st, 2, (int64_t)end);
-	idx_bind_i64(st, 3, (int64_t)max);
-	rc = idx_list_names(idx, st, out, max);
-	idx_unlock(idx);
-	return rc;
+	return idx_names_by(idx, SID_RECORDS_PAST, args, 2, out, max);
 }
 
 int idx_extent_at(struct idx *idx, uint32_t file_id, uint64_t off)

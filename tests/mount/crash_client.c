@@ -83,47 +83,8 @@ struct blk_hdr {
 
 static const char *prog = "crash_client";
 
-__attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt,
-								...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", prog);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(2);
-}
-
-static const char *ename(int e)
-{
-	const char *n;
-
-	if (e == 0)
-		return "OK";
-	n = strerrorname_np(e);
-	return n ? n : "E?";
-}
-
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static void *abuf(size_t n)
-{
-	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (p == MAP_FAILED)
-		die("mmap %zu: %s", n, strerror(errno));
-	return p;
-}
+#define TC_DIE_STATUS 2
+#include "tclient.h"
 
 /* The block of key with seed: a header, then a stream from the seed. */
 static void fill_block(unsigned char *b, uint64_t size, uint64_t key,

@@ -34,6 +34,10 @@
 #include <time.h>
 #include <unistd.h>
 
+static const char *prog = "errno_battery";
+
+#include "tclient.h"
+
 #define KiB 1024ul
 #define MiB (1024ul * 1024ul)
 #define PAGE 4096ul
@@ -68,16 +72,6 @@ xsnprintf(char *out, size_t n, const char *fmt, ...)
 	}
 }
 
-static const char *ename(int e)
-{
-	const char *n;
-
-	if (e == 0)
-		return "OK";
-	n = strerrorname_np(e);
-	return n ? n : "E?";
-}
-
 static void report(const char *name, long r, int e, int count)
 {
 	if (r < 0)
@@ -93,15 +87,6 @@ static void fail_setup(const char *what)
 	fprintf(stderr, "errno_battery: setup: %s: %s\n", what,
 		strerror(errno));
 	exit(1);
-}
-
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
 }
 
 static uint64_t fnv1a(const void *p, size_t n)
@@ -136,17 +121,6 @@ static void *xmalloc(size_t n)
 		fprintf(stderr, "errno_battery: out of memory\n");
 		exit(1);
 	}
-	return p;
-}
-
-/* Page-aligned buffer for O_DIRECT. */
-static void *abuf(size_t n)
-{
-	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (p == MAP_FAILED)
-		fail_setup("mmap");
 	return p;
 }
 

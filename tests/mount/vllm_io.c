@@ -61,18 +61,7 @@ struct page_hdr {
 
 static const char *prog = "vllm_io";
 
-__attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt,
-								...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", prog);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
+#include "tclient.h"
 
 /* snprintf that treats truncation as a bug in the test. */
 __attribute__((format(printf, 3, 4))) static void
@@ -88,41 +77,6 @@ xsnprintf(char *out, size_t n, const char *fmt, ...)
 		fprintf(stderr, "path or name too long: %s\n", fmt);
 		abort();
 	}
-}
-
-static const char *ename(int e)
-{
-	const char *n;
-
-	if (e == 0)
-		return "OK";
-	n = strerrorname_np(e);
-	return n ? n : "E?";
-}
-
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Page-aligned anonymous buffer, as vLLM's /dev/shm rows are. */
-static void *abuf(size_t n)
-{
-	void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (p == MAP_FAILED)
-		die("mmap %zu: %s", n, strerror(errno));
-	return p;
-}
-
-static void afree(void *p, size_t n)
-{
-	munmap(p, n ? n : 1);
 }
 
 /* Fills one page (or the short last page) of a block. */

@@ -55,57 +55,7 @@
 
 static const char *prog = "torn_client";
 
-__attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt,
-								...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", prog);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static const char *ename(int e)
-{
-	static const char *const names[] = {
-		[0] = "OK",
-		[EPERM] = "EPERM",
-		[ENOENT] = "ENOENT",
-		[EINTR] = "EINTR",
-		[EIO] = "EIO",
-		[ENOMEM] = "ENOMEM",
-		[EACCES] = "EACCES",
-		[EEXIST] = "EEXIST",
-		[ENOTDIR] = "ENOTDIR",
-		[EISDIR] = "EISDIR",
-		[EINVAL] = "EINVAL",
-		[EFBIG] = "EFBIG",
-		[ENOSPC] = "ENOSPC",
-		[EROFS] = "EROFS",
-		[ENODATA] = "ENODATA",
-		[EBADMSG] = "EBADMSG",
-		[ENOTSUP] = "ENOTSUP",
-		[EDQUOT] = "EDQUOT",
-	};
-	static _Thread_local char buf[16];
-
-	if (e >= 0 && (size_t)e < sizeof(names) / sizeof(names[0]) && names[e])
-		return names[e];
-	snprintf(buf, sizeof(buf), "E%d", e);
-	return buf;
-}
-
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
+#include "tclient.h"
 
 /* The bytes of block version seed: a splitmix stream, 8 bytes a step. */
 static void fill(unsigned char *b, size_t len, uint64_t seed)
@@ -123,22 +73,6 @@ static void fill(unsigned char *b, size_t len, uint64_t seed)
 
 		memcpy(b + i, &v, len - i);
 	}
-}
-
-/* Page-aligned buffer of at least len bytes (like vLLM's /dev/shm rows). */
-static unsigned char *abuf(size_t len)
-{
-	void *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (p == MAP_FAILED)
-		die("mmap %zu: %s", len, strerror(errno));
-	return p;
-}
-
-static void afree(void *p, size_t len)
-{
-	munmap(p, len ? len : 1);
 }
 
 static int direct_for(size_t size)

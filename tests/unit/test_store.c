@@ -2069,6 +2069,40 @@ static void test_batch_names(void **state)
 	ts_rec_free(&b);
 }
 
+/*
+ * A failed append gives back its reservation, the name records it carried
+ * in front included: they are lost (a warning says so), and the next
+ * append writes only itself.
+ */
+static void test_batch_names_append_fails(void **state)
+{
+	struct ts_ctx *t = *state;
+	struct store_config cfg = {.nlanes = 1, .batch_names = 1};
+	struct ts_rec a, b;
+	struct store_hdr h;
+	unsigned char *hb;
+
+	assert_int_equal(store_open(&t->st, t->dir, &cfg, &t->fops), 0);
+	ts_rec_init(&a, 5000, 21);
+	ts_rec_init(&b, 6000, 22);
+	assert_int_equal(store_append_name(t->st, 30, "/kv/x.bin"), 0);
+	assert_int_equal(store_names_bytes(t->st), KV_ALIGN);
+	t->fio.rule[FAKE_IO_PWRITEV].fail_at = 1;
+	t->fio.rule[FAKE_IO_PWRITEV].fail_err = -EIO;
+	assert_int_equal(ts_rec_try_append(t->st, &a, 31, "/kv/a"), -EIO);
+	assert_int_equal(store_names_bytes(t->st), 0);
+	assert_int_equal(ts_file_size(t, 1), 0);
+	ts_rec_append(t->st, &b, 32, "/kv/b");
+	assert_int_equal(b.ext.off, 0);
+	hb = ts_read_hdr(t, 1, 0, &h);
+	assert_int_equal(h.type, STORE_REC_DATA);
+	assert_int_equal(h.ino, 32);
+	ts_free(hb);
+	ts_check_read(t->st, &b, 0, b.len);
+	ts_rec_free(&a);
+	ts_rec_free(&b);
+}
+
 static void test_stats(void **state)
 {
 	struct ts_ctx *t = *state;
@@ -2202,6 +2236,7 @@ int main(void)
 		T(test_append_name),
 		T(test_horizons),
 		T(test_batch_names),
+		T(test_batch_names_append_fails),
 		T(test_stats),
 		T(test_reader_thread_exit),
 #undef T
