@@ -1405,6 +1405,16 @@ static const char *kc_num(char *buf, size_t len, double v)
 	return buf;
 }
 
+/* A byte-count metric as a size ("-" when the daemon did not report it). */
+static const char *kc_size_metric(char *buf, size_t len, double v)
+{
+	if (v < 0) {
+		snprintf(buf, len, "-");
+		return buf;
+	}
+	return kc_size(buf, len, (uint64_t)v);
+}
+
 static void kc_stats_text(const struct kc_metrics *ms)
 {
 	char a[32], b[32], c[32], d[32], e[32], f[32];
@@ -1423,16 +1433,10 @@ static void kc_stats_text(const struct kc_metrics *ms)
 	       kc_num(e, sizeof(e), M("stale_results_total")));
 	printf("stores         %12s  appends (data and name records), %s\n",
 	       kc_num(a, sizeof(a), M("store_appends_total")),
-	       M("store_append_bytes_total") < 0
-		       ? "-"
-		       : kc_size(b, sizeof(b),
-				 (uint64_t)M("store_append_bytes_total")));
+	       kc_size_metric(b, sizeof(b), M("store_append_bytes_total")));
 	printf("loads          %12s  reads from data files, %s\n",
 	       kc_num(a, sizeof(a), M("store_reads_total")),
-	       M("store_read_bytes_total") < 0
-		       ? "-"
-		       : kc_size(b, sizeof(b),
-				 (uint64_t)M("store_read_bytes_total")));
+	       kc_size_metric(b, sizeof(b), M("store_read_bytes_total")));
 	printf("frees          %12s  records punched; data files removed "
 	       "%s\n",
 	       kc_num(a, sizeof(a), M("store_frees_total")),

@@ -481,6 +481,19 @@ static void idx_bind_text(sqlite3_stmt *st, int i, const char *s)
 	(void)rc;
 }
 
+/* Binds ?1..?8 of an inode insert: mode, uid, gid, nlink, size, times. */
+static void idx_bind_new_inode(sqlite3_stmt *st, const struct idx_attr *a)
+{
+	idx_bind_i64(st, 1, a->mode);
+	idx_bind_i64(st, 2, a->uid);
+	idx_bind_i64(st, 3, a->gid);
+	idx_bind_i64(st, 4, a->nlink);
+	idx_bind_i64(st, 5, (int64_t)a->size);
+	idx_bind_i64(st, 6, a->atime_ns);
+	idx_bind_i64(st, 7, a->mtime_ns);
+	idx_bind_i64(st, 8, a->ctime_ns);
+}
+
 /* Borrows p; a zero length binds an empty BLOB, not NULL. */
 static void idx_bind_blob(sqlite3_stmt *st, int i, const void *p, size_t len)
 {
@@ -1225,14 +1238,7 @@ static int idx_create_txn(struct idx *idx, uint64_t parent, const char *name,
 		return rc < 0 ? rc : -EEXIST;
 
 	st = idx->st[SID_INSERT_INODE];
-	idx_bind_i64(st, 1, a->mode);
-	idx_bind_i64(st, 2, a->uid);
-	idx_bind_i64(st, 3, a->gid);
-	idx_bind_i64(st, 4, a->nlink);
-	idx_bind_i64(st, 5, (int64_t)a->size);
-	idx_bind_i64(st, 6, a->atime_ns);
-	idx_bind_i64(st, 7, a->mtime_ns);
-	idx_bind_i64(st, 8, a->ctime_ns);
+	idx_bind_new_inode(st, a);
 	idx_bind_text(st, 9, target);
 	rc = IDX_RUN(idx, st);
 	if (rc)
@@ -2307,14 +2313,7 @@ static int idx_create_ino_txn(struct idx *idx, uint64_t parent,
 		return rc < 0 ? rc : -EEXIST;
 
 	st = idx->st[SID_INSERT_INODE_AT];
-	idx_bind_i64(st, 1, a->mode);
-	idx_bind_i64(st, 2, a->uid);
-	idx_bind_i64(st, 3, a->gid);
-	idx_bind_i64(st, 4, a->nlink);
-	idx_bind_i64(st, 5, (int64_t)a->size);
-	idx_bind_i64(st, 6, a->atime_ns);
-	idx_bind_i64(st, 7, a->mtime_ns);
-	idx_bind_i64(st, 8, a->ctime_ns);
+	idx_bind_new_inode(st, a);
 	idx_bind_i64(st, 9, (int64_t)ino);
 	rc = IDX_RUN(idx, st);
 	if (rc)
