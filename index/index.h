@@ -28,7 +28,7 @@
 #include "kvtypes.h"
 
 /* On-disk format version of the database (PRAGMA user_version). */
-#define IDX_FORMAT_VERSION 1
+#define IDX_FORMAT_VERSION 2
 /* PRAGMA application_id that marks a kvfs database ("KVFS"). */
 #define IDX_APPLICATION_ID 0x4b564653
 #define IDX_NAME_MAX 255
