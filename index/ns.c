@@ -351,6 +351,53 @@ static int idx_create_txn(struct idx *idx, uint64_t parent, const char *name,
 			      __func__);
 }
 
+static int idx_create_ino_txn(struct idx *idx, uint64_t parent,
+			      const char *name, struct idx_attr *a,
+			      uint64_t ino)
+{
+	sqlite3_stmt *st;
+	struct idx_attr old;
+	int rc;
+
+	rc = idx_can_add(idx, parent, name);
+	if (rc)
+		return rc;
+	rc = idx_inode(idx, ino, &old);
+	if (rc)
+		return rc < 0 ? rc : -EEXIST;
+	st = idx->st[SID_INSERT_INODE_AT];
+	idx_bind_new_inode(st, a);
+	idx_bind_i64(st, 9, (int64_t)ino);
+	rc = IDX_RUN(idx, st);
+	if (rc)
+		return rc;
+	return idx_add_dentry(idx, parent, name, a, ino, __func__);
+}
+
+/*
+ * Creates inode a (number ino; 0: the next free one) named (parent, name)
+ * in one transaction. Sets its link count and no record first; on success
+ * copies a, its number filled in, to *attr.
+ */
+static int idx_create_in(struct idx *idx, uint64_t parent, const char *name,
+			 struct idx_attr *attr, struct idx_attr *a,
+			 const char *target, uint64_t ino)
+{
+	int rc;
+
+	a->nlink = S_ISDIR(a->mode) ? 2 : 1;
+	a->ext = (struct kv_extent){0};
+	rc = idx_enter(idx, 1);
+	if (!rc)
+		rc = idx_leave(
+			idx,
+			ino ? idx_create_ino_txn(idx, parent, name, a, ino)
+			    : idx_create_txn(idx, parent, name, a, target));
+	if (!rc)
+		*attr = *a;
+	return rc;
+}
+
 int idx_create(struct idx *idx, uint64_t parent, const char *name,
 	       struct idx_attr *attr, const char *target)
 {
@@ -379,39 +426,7 @@ int idx_create(struct idx *idx, uint64_t parent, const char *name,
 	default:
 		return -EINVAL;
 	}
-	a.nlink = S_ISDIR(a.mode) ? 2 : 1;
-	a.ext = (struct kv_extent){0};
-
-	rc = idx_enter(idx, 1);
-	if (!rc)
-		rc = idx_leave(idx,
-			       idx_create_txn(idx, parent, name, &a, target));
-	if (!rc)
-		*attr = a;
-	return rc;
-}
-
-static int idx_create_ino_txn(struct idx *idx, uint64_t parent,
-			      const char *name, struct idx_attr *a,
-			      uint64_t ino)
-{
-	sqlite3_stmt *st;
-	struct idx_attr old;
-	int rc;
-
-	rc = idx_can_add(idx, parent, name);
-	if (rc)
-		return rc;
-	rc = idx_inode(idx, ino, &old);
-	if (rc)
-		return rc < 0 ? rc : -EEXIST;
-	st = idx->st[SID_INSERT_INODE_AT];
-	idx_bind_new_inode(st, a);
-	idx_bind_i64(st, 9, (int64_t)ino);
-	rc = IDX_RUN(idx, st);
-	if (rc)
-		return rc;
-	return idx_add_dentry(idx, parent, name, a, ino, __func__);
+	return idx_create_in(idx, parent, name, attr, &a, target, 0);
 }
 
 int idx_create_ino(struct idx *idx, uint64_t parent, const char *name,
@@ -426,16 +441,7 @@ int idx_create_ino(struct idx *idx, uint64_t parent, const char *name,
 	    ino > INT64_MAX)
 		return -EINVAL;
 	a.size = 0;
-	a.nlink = S_ISDIR(a.mode) ? 2 : 1;
-	a.ext = (struct kv_extent){0};
-
-	rc = idx_enter(idx, 1);
-	if (!rc)
-		rc = idx_leave(idx,
-			       idx_create_ino_txn(idx, parent, name, &a, ino));
-	if (!rc)
-		*attr = a;
-	return rc;
+	return idx_create_in(idx, parent, name, attr, &a, NULL, ino);
 }
 
 int idx_readlink(struct idx *idx, uint64_t ino, char *buf, size_t len)
