@@ -177,9 +177,199 @@ static void test_open_newer_version(void **state)
 	sql_exec(f->db, "PRAGMA user_version = 99");
 	assert_int_equal(idx_open(&idx, f->db, 0755, 0, 0), -EPROTONOSUPPORT);
 	/* The same file is fine again with a supported version. */
-	sql_exec(f->db, "PRAGMA user_version = 1");
+	sql_exec(f->db, "PRAGMA user_version = 2");
 	assert_int_equal(idx_open(&f->idx, f->db, 0755, 0, 0), 0);
 	lookup_ino(f, KV_ROOT_INO, "a");
+}
+
+/* ---- format versions ---- */
+
+#define UPGRADED "upgraded the index from format version 1 to 2"
+#define NO_HORIZONS "SELECT count(*) FROM sqlite_schema WHERE name = 'horizons'"
+/* The schema apart from horizons, which version 2 adds. */
+#define V1_SCHEMA                                                              \
+	"SELECT group_concat(type || ' ' || name || ': ' || ifnull(sql, ''), " \
+	"char(10)) FROM (SELECT * FROM sqlite_schema "                         \
+	"WHERE name != 'horizons' ORDER BY name)"
+
+/*
+ * Closes the fixture's index and makes it a version-1 index as releases
+ * before format version 2 left it: version 1 is version 2 without the
+ * horizons table, which those releases made on first use (with_horizons
+ * keeps it and its rows).
+ */
+static void fx_make_v1(struct fx *f, int with_horizons)
+{
+	idx_close(f->idx);
+	f->idx = NULL;
+	if (!with_horizons)
+		sql_exec(f->db, "DROP TABLE horizons");
+	sql_exec(f->db, "PRAGMA user_version = 1");
+	assert_sql_text(f->db, "PRAGMA user_version", "1");
+	assert_sql_text(f->db, NO_HORIZONS, with_horizons ? "1" : "0");
+}
+
+/*
+ * Opens the fixture's index with info lines on and stderr in a file; returns
+ * how many times want was logged.
+ */
+static int fx_open_logged(struct fx *f, const char *want)
+{
+	char path[PATH_MAX], *buf, *p;
+	int fd, saved, rc, n = 0;
+	size_t len;
+
+	fx_path(f, path, "stderr.txt");
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	assert_true(saved >= 0);
+	assert_true(dup2(fd, STDERR_FILENO) >= 0);
+	log_set_level(LOG_LVL_INFO);
+	rc = idx_open(&f->idx, f->db, 0755, 0, 0);
+	log_set_level(LOG_LVL_WARN);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	close(fd);
+	assert_int_equal(rc, 0);
+	buf = read_file(path, &len);
+	buf[len] = '\0';
+	for (p = buf; (p = strstr(p, want)); p++)
+		n++;
+	free(buf);
+	return n;
+}
+
+static void test_new_db_is_version_2(void **state)
+{
+	struct fx *f = *state;
+	uint32_t ids[2], put_id = 5;
+	uint64_t offs[2], put_off = 8192;
+
+	assert_int_equal(IDX_FORMAT_VERSION, 2);
+	assert_sql_text(f->db, "PRAGMA user_version", "2");
+	assert_sql_text(f->db, NO_HORIZONS, "1");
+	assert_int_equal(idx_horizons_put(f->idx, 1, &put_id, &put_off), 0);
+	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 2), 1);
+	assert_int_equal(ids[0], 5);
+	assert_int_equal(offs[0], 8192);
+	/* Opening a current index changes nothing and says nothing. */
+	idx_close(f->idx);
+	f->idx = NULL;
+	assert_int_equal(fx_open_logged(f, "index"), 0);
+	assert_sql_text(f->db, "PRAGMA user_version", "2");
+}
+
+/*
+ * A version-1 index without horizons: idx_open() upgrades it once, with
+ * one log line, and keeps every row; the schema apart from horizons is the
+ * same before and after.
+ */
+static void test_upgrade_from_v1(void **state)
+{
+	struct fx *f = *state;
+	uint64_t d = mkdir_(f, KV_ROOT_INO, "d");
+	uint64_t file = mkfile(f, d, "f");
+	uint32_t ids[2], put_id = 3;
+	uint64_t offs[2], put_off = 4096;
+	char *before, *after;
+	char val[4];
+
+	give_extent(f, file, 3, 8192, 1000);
+	assert_int_equal(idx_setxattr(f->idx, file, "user.k", "v", 1, 0), 0);
+	fx_make_v1(f, 0);
+	before = sql_text(f->db, V1_SCHEMA);
+
+	assert_int_equal(fx_open_logged(f, UPGRADED), 1);
+	assert_sql_text(f->db, "PRAGMA user_version", "2");
+	assert_sql_text(f->db, NO_HORIZONS, "1");
+	after = sql_text(f->db, V1_SCHEMA);
+	assert_string_equal(after, before);
+	free(before);
+	free(after);
+
+	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "d"), d);
+	assert_int_equal(lookup_ino(f, d, "f"), file);
+	assert_int_equal(getattr_ok(f, file).ext.file_id, 3);
+	assert_int_equal(getattr_ok(f, file).ext.off, 8192);
+	assert_int_equal(idx_getxattr(f->idx, file, "user.k", val, 4), 1);
+	assert_int_equal(val[0], 'v');
+	statfs_eq(f, 3, 1000);
+	assert_true(mkfile(f, d, "g") > file);
+
+	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 2), 0);
+	assert_int_equal(idx_horizons_put(f->idx, 1, &put_id, &put_off), 0);
+	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 2), 1);
+	assert_int_equal(ids[0], 3);
+	assert_int_equal(offs[0], 4096);
+
+	/* Once is enough: the next open finds version 2. */
+	idx_close(f->idx);
+	f->idx = NULL;
+	assert_int_equal(fx_open_logged(f, UPGRADED), 0);
+	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 2), 1);
+}
+
+/* A version-1 index whose horizons table was made on first use keeps it. */
+static void test_upgrade_from_v1_with_horizons(void **state)
+{
+	struct fx *f = *state;
+	uint32_t ids[4], put_ids[2] = {2, 9};
+	uint64_t offs[4], put_offs[2] = {4096, 65536};
+	uint64_t file = mkfile(f, KV_ROOT_INO, "f");
+
+	assert_int_equal(idx_horizons_put(f->idx, 2, put_ids, put_offs), 0);
+	fx_make_v1(f, 1);
+
+	assert_int_equal(fx_open_logged(f, UPGRADED), 1);
+	assert_sql_text(f->db, "PRAGMA user_version", "2");
+	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 4), 2);
+	assert_int_equal(ids[0], 2);
+	assert_int_equal(offs[0], 4096);
+	assert_int_equal(ids[1], 9);
+	assert_int_equal(offs[1], 65536);
+	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "f"), file);
+}
+
+/* Version 3 is newer than this kvfs: refused, and the file is left alone. */
+static void test_open_version_3(void **state)
+{
+	struct fx *f = *state;
+	struct idx *idx = (struct idx *)1;
+	char *before, *after;
+	size_t blen, alen;
+
+	mkfile(f, KV_ROOT_INO, "a");
+	idx_close(f->idx);
+	f->idx = NULL;
+	sql_exec(f->db, "PRAGMA user_version = 3");
+	before = read_file(f->db, &blen);
+	assert_int_equal(idx_open(&idx, f->db, 0755, 0, 0), -EPROTONOSUPPORT);
+	assert_null(idx);
+	after = read_file(f->db, &alen);
+	assert_int_equal(alen, blen);
+	assert_memory_equal(after, before, blen);
+	free(before);
+	free(after);
+	assert_sql_text(f->db, "PRAGMA user_version", "3");
+}
+
+/* Version 2 promises the horizons table: without it, not a kvfs index. */
+static void test_v2_without_horizons(void **state)
+{
+	struct fx *f = *state;
+	struct idx *idx;
+
+	idx_close(f->idx);
+	f->idx = NULL;
+	sql_exec(f->db, "DROP TABLE horizons");
+	assert_int_equal(idx_open(&idx, f->db, 0755, 0, 0), -EMEDIUMTYPE);
+	/* Version 1 without it is fine, and gets it. */
+	sql_exec(f->db, "PRAGMA user_version = 1");
+	assert_int_equal(idx_open(&f->idx, f->db, 0755, 0, 0), 0);
+	assert_sql_text(f->db, NO_HORIZONS, "1");
 }
 
 static void test_open_missing_dir(void **state)
@@ -735,6 +925,11 @@ int main(void)
 		T(test_open_garbage),
 		T(test_open_other_application),
 		T(test_open_newer_version),
+		T(test_new_db_is_version_2),
+		T(test_upgrade_from_v1),
+		T(test_upgrade_from_v1_with_horizons),
+		T(test_open_version_3),
+		T(test_v2_without_horizons),
 		T(test_open_missing_dir),
 		T(test_corrupt_db_gives_eio),
 		T(test_open_readonly_db),
