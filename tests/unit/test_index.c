@@ -242,19 +242,27 @@ static int fx_open_logged(struct fx *f, const char *want)
 	return n;
 }
 
+/* The horizons table is there and empty: one put reads back. */
+static void assert_horizons_usable(struct fx *f, uint32_t id, uint64_t off)
+{
+	uint32_t ids[2];
+	uint64_t offs[2];
+
+	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 2), 0);
+	assert_int_equal(idx_horizons_put(f->idx, 1, &id, &off), 0);
+	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 2), 1);
+	assert_int_equal(ids[0], id);
+	assert_int_equal(offs[0], off);
+}
+
 static void test_new_db_is_version_2(void **state)
 {
 	struct fx *f = *state;
-	uint32_t ids[2], put_id = 5;
-	uint64_t offs[2], put_off = 8192;
 
 	assert_int_equal(IDX_FORMAT_VERSION, 2);
 	assert_sql_text(f->db, "PRAGMA user_version", "2");
 	assert_sql_text(f->db, NO_HORIZONS, "1");
-	assert_int_equal(idx_horizons_put(f->idx, 1, &put_id, &put_off), 0);
-	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 2), 1);
-	assert_int_equal(ids[0], 5);
-	assert_int_equal(offs[0], 8192);
+	assert_horizons_usable(f, 5, 8192);
 	/* Opening a current index changes nothing and says nothing. */
 	idx_close(f->idx);
 	f->idx = NULL;
@@ -272,8 +280,8 @@ static void test_upgrade_from_v1(void **state)
 	struct fx *f = *state;
 	uint64_t d = mkdir_(f, KV_ROOT_INO, "d");
 	uint64_t file = mkfile(f, d, "f");
-	uint32_t ids[2], put_id = 3;
-	uint64_t offs[2], put_off = 4096;
+	uint32_t ids[2];
+	uint64_t offs[2];
 	char *before, *after;
 	char val[4];
 
@@ -299,11 +307,7 @@ static void test_upgrade_from_v1(void **state)
 	statfs_eq(f, 3, 1000);
 	assert_true(mkfile(f, d, "g") > file);
 
-	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 2), 0);
-	assert_int_equal(idx_horizons_put(f->idx, 1, &put_id, &put_off), 0);
-	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 2), 1);
-	assert_int_equal(ids[0], 3);
-	assert_int_equal(offs[0], 4096);
+	assert_horizons_usable(f, 3, 4096);
 
 	/* Once is enough: the next open finds version 2. */
 	idx_close(f->idx);
