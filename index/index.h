@@ -5,10 +5,11 @@
  *
  * Every SQL statement of kvfs lives in index/ (index.c, schema.c, ns.c,
  * xattr.c, records.c; index_int.h says which does what); nothing else
- * includes sqlite3.h. Every function returns 0 (or a count) on success and -errno on
- * failure, with SQLite's codes mapped once: BUSY/LOCKED -> -EBUSY, NOMEM ->
- * -ENOMEM, FULL -> -ENOSPC, READONLY -> -EROFS, CANTOPEN/PERM -> -EACCES,
- * CORRUPT/NOTADB/IOERR/anything else -> -EIO (logged with sqlite3_errmsg).
+ * includes sqlite3.h. Every function returns 0 (or a count) on success
+ * and -errno on failure, with SQLite's codes mapped once: BUSY/LOCKED ->
+ * -EBUSY, NOMEM -> -ENOMEM, FULL -> -ENOSPC, READONLY -> -EROFS,
+ * CANTOPEN/PERM -> -EACCES, CORRUPT/NOTADB/IOERR/anything else -> -EIO
+ * (logged with sqlite3_errmsg).
  * Namespace errors are the ones ext4 gives (-ENOENT, -EEXIST, -ENOTDIR,
  * -EISDIR, -ENOTEMPTY, -EINVAL, -ENAMETOOLONG).
  *
