@@ -22,10 +22,12 @@
  * each id has across those tables.
  *
  * Locking: idx->lock serialises every use of idx->db and idx->st[]. Every
- * helper declared here that takes a struct idx runs with idx->lock held
- * (idx_enter() takes it, idx_leave() drops it), except idx_get(), which
- * takes it itself. A statement is reset (idx_done()) before the lock is
- * released, so none stays active between calls.
+ * helper declared here that takes a struct idx must be called with
+ * idx->lock held, except idx_lock(), idx_enter() and idx_get(), which take
+ * it (idx_get() drops it again, idx_leave() drops what idx_enter() took).
+ * A statement is reset (idx_done()) before the lock is released, so none
+ * stays active between calls. The checkpointer's fields have their own
+ * locks (struct idx).
  *
  * Errors: helpers return 0 (or 1 for "a row", or a count) and -errno, with
  * SQLite's codes mapped by idx_errno() as index.h says.
