@@ -3,11 +3,13 @@
  * The namespace index: inodes, dentries, xattrs and which data-file record
  * holds each regular file's bytes, in one SQLite database (WAL mode).
  *
- * Every SQL statement of kvfs lives in index.c; nothing else includes
- * sqlite3.h. Every function returns 0 (or a count) on success and -errno on
- * failure, with SQLite's codes mapped once: BUSY/LOCKED -> -EBUSY, NOMEM ->
- * -ENOMEM, FULL -> -ENOSPC, READONLY -> -EROFS, CANTOPEN/PERM -> -EACCES,
- * CORRUPT/NOTADB/IOERR/anything else -> -EIO (logged with sqlite3_errmsg).
+ * Every SQL statement of kvfs lives in index/ (index.c, schema.c, ns.c,
+ * xattr.c, records.c; index_int.h says which does what); nothing else
+ * includes sqlite3.h. Every function returns 0 (or a count) on success
+ * and -errno on failure, with SQLite's codes mapped once: BUSY/LOCKED ->
+ * -EBUSY, NOMEM -> -ENOMEM, FULL -> -ENOSPC, READONLY -> -EROFS,
+ * CANTOPEN/PERM -> -EACCES, CORRUPT/NOTADB/IOERR/anything else -> -EIO
+ * (logged with sqlite3_errmsg).
  * Namespace errors are the ones ext4 gives (-ENOENT, -EEXIST, -ENOTDIR,
  * -EISDIR, -ENOTEMPTY, -EINVAL, -ENAMETOOLONG).
  *
@@ -27,8 +29,11 @@
 
 #include "kvtypes.h"
 
-/* On-disk format version of the database (PRAGMA user_version). */
-#define IDX_FORMAT_VERSION 1
+/*
+ * On-disk format version of the database (PRAGMA user_version). Version 2
+ * adds the horizons table to version 1; schema.c lists the versions.
+ */
+#define IDX_FORMAT_VERSION 2
 /* PRAGMA application_id that marks a kvfs database ("KVFS"). */
 #define IDX_APPLICATION_ID 0x4b564653
 #define IDX_NAME_MAX 255
@@ -51,7 +56,8 @@ struct idx_attr {
 /*
  * Opens (creating when missing) the database at path and prepares its
  * statements. A new database gets the schema and a root directory (ino 1,
- * mode S_IFDIR | root_mode, owned by root_uid/root_gid).
+ * mode S_IFDIR | root_mode, owned by root_uid/root_gid). An older format
+ * version is upgraded to IDX_FORMAT_VERSION first, in one transaction.
  * Errors: -EMEDIUMTYPE when the file is not a kvfs database (not SQLite, or
  * another application's), -EPROTONOSUPPORT when its format version is newer
  * than IDX_FORMAT_VERSION, -EIO when corrupt, -EACCES/-EROFS when it cannot

@@ -1,379 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of index/ (index.h): every function's success and error paths
- * with the errno asserted, rename's POSIX cases and nlink bookkeeping,
- * concurrent renames, unlinks and lookups, and how a database that is not
- * ours, newer, corrupt or read-only is refused.
- *
- * Each test gets its own mkdtemp(3) directory with the database file in it
- * (not :memory:, whose locking and journalling differ). The fixture helpers
- * talk to SQLite directly, and only to make databases the index never makes
- * itself: other applications' files, hard links, newer format versions.
+ * Unit tests of index/ (index.h), the database itself: a new index, reopening
+ * one, format versions (a new index is version 2, version 1 is upgraded on
+ * open, a newer one is refused), files that are not ours, corrupt or
+ * read-only, idx_sync() during checkpoints, and concurrent renames,
+ * unlinks and lookups. The namespace calls are tested in test_index_ns.c,
+ * records and extents in test_index_records.c.
  */
-#include "index.h"
+#include "test_index_fx.h"
 
-#include <sys/ioctl.h>
-#include <sys/stat.h>
-#include <sys/xattr.h>
-
-#include <dirent.h>
-#include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <limits.h>
-#include <linux/fs.h>
 #include <pthread.h>
-#include <setjmp.h>
-#include <stdarg.h>
 #include <stdatomic.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
-#include <cmocka.h>
 #include <sqlite3.h>
-
-#include "log.h"
-
-#define T0 ((int64_t)1700000000 * 1000000000)
-#define NOW (T0 + 5000)
-#define UID 1000
-#define GID 100
-#define MAX_IMMUTABLE 4
-
-struct fx {
-	char dir[PATH_MAX / 2];
-	char db[PATH_MAX];
-	struct idx *idx;
-	/* Files made immutable by a test; teardown makes them mutable again. */
-	char immutable[MAX_IMMUTABLE][PATH_MAX];
-	int nimmutable;
-};
-
-/* ---- fixture ---- */
-
-static int setup(void **state)
-{
-	struct fx *f = calloc(1, sizeof(*f));
-	const char *tmp = getenv("TMPDIR");
-
-	assert_non_null(f);
-	snprintf(f->dir, sizeof(f->dir), "%s/kvfs-test-index-XXXXXX",
-		 tmp ? tmp : "/tmp");
-	assert_non_null(mkdtemp(f->dir));
-	snprintf(f->db, sizeof(f->db), "%s/index.db", f->dir);
-	assert_int_equal(idx_open(&f->idx, f->db, 0755, 0, 0), 0);
-	*state = f;
-	return 0;
-}
-
-static int set_immutable(const char *path, int on)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	int flags, rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (ioctl(fd, FS_IOC_GETFLAGS, &flags) < 0) {
-		rc = -errno;
-	} else {
-		if (on)
-			flags |= FS_IMMUTABLE_FL;
-		else
-			flags &= ~FS_IMMUTABLE_FL;
-		if (ioctl(fd, FS_IOC_SETFLAGS, &flags) < 0)
-			rc = -errno;
-	}
-	close(fd);
-	return rc;
-}
-
-/* Makes path immutable and remembers it for teardown. */
-static int fx_immutable(struct fx *f, const char *path)
-{
-	int rc;
-
-	assert_true(f->nimmutable < MAX_IMMUTABLE);
-	rc = set_immutable(path, 1);
-	if (rc == 0)
-		snprintf(f->immutable[f->nimmutable++], PATH_MAX, "%s", path);
-	return rc;
-}
-
-static void fx_mutable_again(struct fx *f)
-{
-	for (int i = 0; i < f->nimmutable; i++)
-		set_immutable(f->immutable[i], 0);
-	f->nimmutable = 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-	struct dirent *de;
-	char path[PATH_MAX + 256];
-	DIR *d;
-
-	fx_mutable_again(f);
-	idx_close(f->idx);
-	d = opendir(f->dir);
-	if (d) {
-		while ((de = readdir(d))) {
-			if (!strcmp(de->d_name, ".") ||
-			    !strcmp(de->d_name, ".."))
-				continue;
-			snprintf(path, sizeof(path), "%s/%s", f->dir,
-				 de->d_name);
-			unlink(path);
-		}
-		closedir(d);
-	}
-	rmdir(f->dir);
-	free(f);
-	return 0;
-}
-
-/* A path next to the fixture's database. */
-static void fx_path(struct fx *f, char *buf, const char *name)
-{
-	snprintf(buf, PATH_MAX, "%s/%.64s", f->dir, name);
-}
-
-static void fx_reopen(struct fx *f)
-{
-	idx_close(f->idx);
-	f->idx = NULL;
-	assert_int_equal(idx_open(&f->idx, f->db, 0700, 5, 5), 0);
-}
-
-/* Runs SQL on the database at path through a separate connection. */
-static void sql_exec(const char *path, const char *sql)
-{
-	sqlite3 *db;
-
-	assert_int_equal(
-		sqlite3_open_v2(path, &db,
-				SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-				NULL),
-		SQLITE_OK);
-	sqlite3_busy_timeout(db, 5000);
-	if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-		fail_msg("%s: %s", sql, sqlite3_errmsg(db));
-	sqlite3_close(db);
-}
-
-/* One text value of a query through a separate connection; caller frees. */
-static char *sql_text(const char *path, const char *sql)
-{
-	sqlite3_stmt *st;
-	sqlite3 *db;
-	char *s = NULL;
-
-	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL),
-			 SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-		s = strdup((const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
-	sqlite3_close(db);
-	assert_non_null(s);
-	return s;
-}
-
-static void assert_sql_text(const char *path, const char *sql, const char *want)
-{
-	char *s = sql_text(path, sql);
-
-	assert_string_equal(s, want);
-	free(s);
-}
-
-/* Adds a second name for a file, as a hard link would. */
-static void fx_link(struct fx *f, uint64_t ino, uint64_t parent,
-		    const char *name)
-{
-	char sql[512];
-
-	snprintf(sql, sizeof(sql),
-		 "INSERT INTO dentries (parent, name, ino) "
-		 "VALUES (%" PRIu64 ", '%s', %" PRIu64 ");"
-		 "UPDATE inodes SET nlink = nlink + 1 WHERE ino = %" PRIu64,
-		 parent, name, ino, ino);
-	sql_exec(f->db, sql);
-}
-
-static void write_file(const char *path, const void *buf, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, buf, len), (ssize_t)len);
-	close(fd);
-}
-
-/* The whole file; caller frees. */
-static char *read_file(const char *path, size_t *len)
-{
-	struct stat st;
-	char *buf;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	assert_true(fd >= 0);
-	assert_int_equal(fstat(fd, &st), 0);
-	buf = malloc((size_t)st.st_size + 1);
-	assert_non_null(buf);
-	assert_int_equal(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
-	close(fd);
-	*len = (size_t)st.st_size;
-	return buf;
-}
-
-/* ---- helpers over the API ---- */
-
-static struct idx_attr new_attr(uint32_t mode)
-{
-	return (struct idx_attr){
-		.mode = mode,
-		.uid = UID,
-		.gid = GID,
-		.atime_ns = T0,
-		.mtime_ns = T0 + 1,
-		.ctime_ns = T0 + 2,
-	};
-}
-
-static uint64_t mk(struct fx *f, uint64_t parent, const char *name,
-		   uint32_t mode)
-{
-	struct idx_attr a = new_attr(mode);
-
-	assert_int_equal(idx_create(f->idx, parent, name, &a,
-				    S_ISLNK(mode) ? "target" : NULL),
-			 0);
-	assert_true(a.ino > KV_ROOT_INO);
-	return a.ino;
-}
-
-static uint64_t mkfile(struct fx *f, uint64_t parent, const char *name)
-{
-	return mk(f, parent, name, S_IFREG | 0644);
-}
-
-static uint64_t mkdir_(struct fx *f, uint64_t parent, const char *name)
-{
-	return mk(f, parent, name, S_IFDIR | 0755);
-}
-
-static struct idx_attr getattr_ok(struct fx *f, uint64_t ino)
-{
-	struct idx_attr a;
-
-	assert_int_equal(idx_getattr(f->idx, ino, &a), 0);
-	assert_int_equal(a.ino, ino);
-	return a;
-}
-
-static uint32_t nlink_of(struct fx *f, uint64_t ino)
-{
-	return getattr_ok(f, ino).nlink;
-}
-
-static uint64_t lookup_ino(struct fx *f, uint64_t parent, const char *name)
-{
-	struct idx_attr a;
-
-	assert_int_equal(idx_lookup(f->idx, parent, name, &a), 0);
-	return a.ino;
-}
-
-static void assert_absent(struct fx *f, uint64_t parent, const char *name)
-{
-	struct idx_attr a;
-
-	assert_int_equal(idx_lookup(f->idx, parent, name, &a), -ENOENT);
-}
-
-static int ren(struct fx *f, uint64_t parent, const char *name,
-	       uint64_t newparent, const char *newname, unsigned int flags,
-	       uint64_t *replaced, uint32_t *replaced_nlink)
-{
-	uint64_t r;
-	uint32_t rn;
-
-	return idx_rename(f->idx, parent, name, newparent, newname, flags, NOW,
-			  replaced ? replaced : &r,
-			  replaced_nlink ? replaced_nlink : &rn);
-}
-
-static int unl(struct fx *f, uint64_t parent, const char *name, int rmdir)
-{
-	uint64_t ino;
-	uint32_t nlink;
-
-	return idx_unlink(f->idx, parent, name, rmdir, NOW, &ino, &nlink);
-}
-
-static void ext_eq(const struct kv_extent *a, const struct kv_extent *b)
-{
-	assert_int_equal(a->file_id, b->file_id);
-	assert_int_equal(a->off, b->off);
-	assert_int_equal(a->hdr_len, b->hdr_len);
-	assert_int_equal(a->len, b->len);
-}
-
-static void statfs_eq(struct fx *f, uint64_t ninodes, uint64_t nbytes)
-{
-	uint64_t ni, nb;
-
-	assert_int_equal(idx_statfs(f->idx, &ni, &nb), 0);
-	assert_int_equal(ni, ninodes);
-	assert_int_equal(nb, nbytes);
-}
-
-/* Gives a regular file a one-chunk record in data file file_id. */
-static void give_extent(struct fx *f, uint64_t ino, uint32_t file_id,
-			uint64_t off, uint64_t len)
-{
-	struct kv_extent e = {file_id, 4096, off, len}, old;
-	uint32_t crcs[4] = {0x11, 0x22, 0x33, 0x44};
-
-	assert_true(kv_nchunks(len) <= 4);
-	assert_int_equal(idx_set_extent(f->idx, ino, len, NOW, &e, crcs,
-					kv_nchunks(len), &old),
-			 0);
-}
-
-/* Collects readdir entries; stops (without taking one) at limit. */
-struct dirlist {
-	int n, limit;
-	char names[512][64];
-	uint64_t inos[512];
-	uint64_t cookies[512];
-};
-
-static int dirlist_fn(void *arg, const char *name, const struct idx_attr *a,
-		      uint64_t cookie)
-{
-	struct dirlist *l = arg;
-
-	if (l->n == l->limit || l->n == 512)
-		return 1;
-	snprintf(l->names[l->n], sizeof(l->names[0]), "%s", name);
-	l->inos[l->n] = a->ino;
-	l->cookies[l->n] = cookie;
-	l->n++;
-	return 0;
-}
-
-static void list_dir(struct fx *f, uint64_t dir, struct dirlist *l)
-{
-	memset(l, 0, sizeof(*l));
-	l->limit = 512;
-	assert_int_equal(idx_readdir(f->idx, dir, 0, dirlist_fn, l), 0);
-}
 
 /* ---- schema, open and reopen ---- */
 
@@ -536,9 +177,203 @@ static void test_open_newer_version(void **state)
 	sql_exec(f->db, "PRAGMA user_version = 99");
 	assert_int_equal(idx_open(&idx, f->db, 0755, 0, 0), -EPROTONOSUPPORT);
 	/* The same file is fine again with a supported version. */
-	sql_exec(f->db, "PRAGMA user_version = 1");
+	sql_exec(f->db, "PRAGMA user_version = 2");
 	assert_int_equal(idx_open(&f->idx, f->db, 0755, 0, 0), 0);
 	lookup_ino(f, KV_ROOT_INO, "a");
+}
+
+/* ---- format versions ---- */
+
+#define UPGRADED "upgraded the index from format version 1 to 2"
+#define NO_HORIZONS "SELECT count(*) FROM sqlite_schema WHERE name = 'horizons'"
+/* The schema apart from horizons, which version 2 adds. */
+#define V1_SCHEMA                                                              \
+	"SELECT group_concat(type || ' ' || name || ': ' || ifnull(sql, ''), " \
+	"char(10)) FROM (SELECT * FROM sqlite_schema "                         \
+	"WHERE name != 'horizons' ORDER BY name)"
+
+/*
+ * Closes the fixture's index and makes it a version-1 index as releases
+ * before format version 2 left it: version 1 is version 2 without the
+ * horizons table, which those releases made on first use (with_horizons
+ * keeps it and its rows).
+ */
+static void fx_make_v1(struct fx *f, int with_horizons)
+{
+	idx_close(f->idx);
+	f->idx = NULL;
+	if (!with_horizons)
+		sql_exec(f->db, "DROP TABLE horizons");
+	sql_exec(f->db, "PRAGMA user_version = 1");
+	assert_sql_text(f->db, "PRAGMA user_version", "1");
+	assert_sql_text(f->db, NO_HORIZONS, with_horizons ? "1" : "0");
+}
+
+/*
+ * Opens the fixture's index with info lines on and stderr in a file; returns
+ * how many times want was logged.
+ */
+static int fx_open_logged(struct fx *f, const char *want)
+{
+	char path[PATH_MAX], *buf, *p;
+	int fd, saved, rc, n = 0;
+	size_t len;
+
+	fx_path(f, path, "stderr.txt");
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	assert_true(saved >= 0);
+	assert_true(dup2(fd, STDERR_FILENO) >= 0);
+	log_set_level(LOG_LVL_INFO);
+	rc = idx_open(&f->idx, f->db, 0755, 0, 0);
+	log_set_level(LOG_LVL_WARN);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	close(fd);
+	assert_int_equal(rc, 0);
+	buf = read_file(path, &len);
+	buf[len] = '\0';
+	for (p = buf; (p = strstr(p, want)); p++)
+		n++;
+	free(buf);
+	return n;
+}
+
+/* The horizons table is there and empty: one put reads back. */
+static void assert_horizons_usable(struct fx *f, uint32_t id, uint64_t off)
+{
+	uint32_t ids[2];
+	uint64_t offs[2];
+
+	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 2), 0);
+	assert_int_equal(idx_horizons_put(f->idx, 1, &id, &off), 0);
+	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 2), 1);
+	assert_int_equal(ids[0], id);
+	assert_int_equal(offs[0], off);
+}
+
+static void test_new_db_is_version_2(void **state)
+{
+	struct fx *f = *state;
+
+	assert_int_equal(IDX_FORMAT_VERSION, 2);
+	assert_sql_text(f->db, "PRAGMA user_version", "2");
+	assert_sql_text(f->db, NO_HORIZONS, "1");
+	assert_horizons_usable(f, 5, 8192);
+	/* Opening a current index changes nothing and says nothing. */
+	idx_close(f->idx);
+	f->idx = NULL;
+	assert_int_equal(fx_open_logged(f, "index"), 0);
+	assert_sql_text(f->db, "PRAGMA user_version", "2");
+}
+
+/*
+ * A version-1 index without horizons: idx_open() upgrades it once, with
+ * one log line, and keeps every row; the schema apart from horizons is the
+ * same before and after.
+ */
+static void test_upgrade_from_v1(void **state)
+{
+	struct fx *f = *state;
+	uint64_t d = mkdir_(f, KV_ROOT_INO, "d");
+	uint64_t file = mkfile(f, d, "f");
+	uint32_t ids[2];
+	uint64_t offs[2];
+	char *before, *after;
+	char val[4];
+
+	give_extent(f, file, 3, 8192, 1000);
+	assert_int_equal(idx_setxattr(f->idx, file, "user.k", "v", 1, 0), 0);
+	fx_make_v1(f, 0);
+	before = sql_text(f->db, V1_SCHEMA);
+
+	assert_int_equal(fx_open_logged(f, UPGRADED), 1);
+	assert_sql_text(f->db, "PRAGMA user_version", "2");
+	assert_sql_text(f->db, NO_HORIZONS, "1");
+	after = sql_text(f->db, V1_SCHEMA);
+	assert_string_equal(after, before);
+	free(before);
+	free(after);
+
+	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "d"), d);
+	assert_int_equal(lookup_ino(f, d, "f"), file);
+	assert_int_equal(getattr_ok(f, file).ext.file_id, 3);
+	assert_int_equal(getattr_ok(f, file).ext.off, 8192);
+	assert_int_equal(idx_getxattr(f->idx, file, "user.k", val, 4), 1);
+	assert_int_equal(val[0], 'v');
+	statfs_eq(f, 3, 1000);
+	assert_true(mkfile(f, d, "g") > file);
+
+	assert_horizons_usable(f, 3, 4096);
+
+	/* Once is enough: the next open finds version 2. */
+	idx_close(f->idx);
+	f->idx = NULL;
+	assert_int_equal(fx_open_logged(f, UPGRADED), 0);
+	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 2), 1);
+}
+
+/* A version-1 index whose horizons table was made on first use keeps it. */
+static void test_upgrade_from_v1_with_horizons(void **state)
+{
+	struct fx *f = *state;
+	uint32_t ids[4], put_ids[2] = {2, 9};
+	uint64_t offs[4], put_offs[2] = {4096, 65536};
+	uint64_t file = mkfile(f, KV_ROOT_INO, "f");
+
+	assert_int_equal(idx_horizons_put(f->idx, 2, put_ids, put_offs), 0);
+	fx_make_v1(f, 1);
+
+	assert_int_equal(fx_open_logged(f, UPGRADED), 1);
+	assert_sql_text(f->db, "PRAGMA user_version", "2");
+	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 4), 2);
+	assert_int_equal(ids[0], 2);
+	assert_int_equal(offs[0], 4096);
+	assert_int_equal(ids[1], 9);
+	assert_int_equal(offs[1], 65536);
+	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "f"), file);
+}
+
+/* Version 3 is newer than this kvfs: refused, and the file is left alone. */
+static void test_open_version_3(void **state)
+{
+	struct fx *f = *state;
+	struct idx *idx = (struct idx *)1;
+	char *before, *after;
+	size_t blen, alen;
+
+	mkfile(f, KV_ROOT_INO, "a");
+	idx_close(f->idx);
+	f->idx = NULL;
+	sql_exec(f->db, "PRAGMA user_version = 3");
+	before = read_file(f->db, &blen);
+	assert_int_equal(idx_open(&idx, f->db, 0755, 0, 0), -EPROTONOSUPPORT);
+	assert_null(idx);
+	after = read_file(f->db, &alen);
+	assert_int_equal(alen, blen);
+	assert_memory_equal(after, before, blen);
+	free(before);
+	free(after);
+	assert_sql_text(f->db, "PRAGMA user_version", "3");
+}
+
+/* Version 2 promises the horizons table: without it, not a kvfs index. */
+static void test_v2_without_horizons(void **state)
+{
+	struct fx *f = *state;
+	struct idx *idx;
+
+	idx_close(f->idx);
+	f->idx = NULL;
+	sql_exec(f->db, "DROP TABLE horizons");
+	assert_int_equal(idx_open(&idx, f->db, 0755, 0, 0), -EMEDIUMTYPE);
+	/* Version 1 without it is fine, and gets it. */
+	sql_exec(f->db, "PRAGMA user_version = 1");
+	assert_int_equal(idx_open(&f->idx, f->db, 0755, 0, 0), 0);
+	assert_sql_text(f->db, NO_HORIZONS, "1");
 }
 
 static void test_open_missing_dir(void **state)
@@ -725,1076 +560,6 @@ static void test_readonly_at_runtime(void **state)
 	fx_reopen(f);
 	assert_int_equal(lookup_ino(f, d, "c"), a);
 	lookup_ino(f, d, "b");
-}
-
-/* ---- create, lookup, getattr, readlink, setattr ---- */
-
-static void test_create(void **state)
-{
-	struct fx *f = *state;
-	struct idx_attr a = new_attr(S_IFREG | 0640), p, got;
-	char buf[64];
-	uint64_t dir, lnk, fifo;
-
-	assert_int_equal(idx_create(f->idx, KV_ROOT_INO, "f", &a, NULL), 0);
-	assert_int_equal(a.nlink, 1);
-	assert_int_equal(a.size, 0);
-	assert_int_equal(a.ext.file_id, 0);
-	got = getattr_ok(f, a.ino);
-	assert_int_equal(got.mode, S_IFREG | 0640);
-	assert_int_equal(got.uid, UID);
-	assert_int_equal(got.gid, GID);
-	assert_int_equal(got.nlink, 1);
-	assert_int_equal(got.atime_ns, T0);
-	assert_int_equal(got.mtime_ns, T0 + 1);
-	assert_int_equal(got.ctime_ns, T0 + 2);
-	p = getattr_ok(f, KV_ROOT_INO);
-	assert_int_equal(p.nlink, 2);
-	assert_int_equal(p.mtime_ns, T0 + 1);
-	assert_int_equal(p.ctime_ns, T0 + 1);
-	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "f"), a.ino);
-
-	dir = mkdir_(f, KV_ROOT_INO, "d");
-	assert_int_equal(nlink_of(f, dir), 2);
-	assert_int_equal(nlink_of(f, KV_ROOT_INO), 3);
-	mkdir_(f, dir, "sub");
-	assert_int_equal(nlink_of(f, dir), 3);
-	mkfile(f, dir, "file");
-	assert_int_equal(nlink_of(f, dir), 3);
-
-	a = new_attr(S_IFLNK | 0777);
-	assert_int_equal(idx_create(f->idx, dir, "l", &a, "../some/target"), 0);
-	lnk = a.ino;
-	assert_int_equal(a.size, strlen("../some/target"));
-	assert_int_equal(getattr_ok(f, lnk).size, strlen("../some/target"));
-	assert_int_equal(idx_readlink(f->idx, lnk, buf, sizeof(buf)),
-			 (int)strlen("../some/target"));
-	assert_string_equal(buf, "../some/target");
-
-	fifo = mk(f, dir, "fifo", S_IFIFO | 0600);
-	assert_int_equal(getattr_ok(f, fifo).mode, S_IFIFO | 0600);
-	statfs_eq(f, 7, 0);
-}
-
-static void test_create_errors(void **state)
-{
-	struct fx *f = *state;
-	struct idx_attr a = new_attr(S_IFREG | 0644);
-	char longname[IDX_NAME_MAX + 2], target[5000];
-	uint64_t file, d;
-
-	file = mkfile(f, KV_ROOT_INO, "f");
-	d = mkdir_(f, KV_ROOT_INO, "d");
-	assert_int_equal(idx_create(f->idx, KV_ROOT_INO, "f", &a, NULL),
-			 -EEXIST);
-	a = new_attr(S_IFDIR | 0755);
-	assert_int_equal(idx_create(f->idx, KV_ROOT_INO, "d", &a, NULL),
-			 -EEXIST);
-	assert_int_equal(idx_create(f->idx, 999, "x", &a, NULL), -ENOENT);
-	assert_int_equal(idx_create(f->idx, file, "x", &a, NULL), -ENOTDIR);
-
-	memset(longname, 'n', sizeof(longname));
-	longname[IDX_NAME_MAX + 1] = '\0';
-	assert_int_equal(idx_create(f->idx, d, longname, &a, NULL),
-			 -ENAMETOOLONG);
-	longname[IDX_NAME_MAX] = '\0';
-	assert_int_equal(idx_create(f->idx, d, longname, &a, NULL), 0);
-	assert_int_equal(lookup_ino(f, d, longname), a.ino);
-
-	a = new_attr(S_IFREG | 0644);
-	assert_int_equal(idx_create(f->idx, d, "", &a, NULL), -EINVAL);
-	assert_int_equal(idx_create(f->idx, d, ".", &a, NULL), -EINVAL);
-	assert_int_equal(idx_create(f->idx, d, "..", &a, NULL), -EINVAL);
-	assert_int_equal(idx_create(f->idx, d, "a/b", &a, NULL), -EINVAL);
-	a = new_attr(0644);
-	assert_int_equal(idx_create(f->idx, d, "notype", &a, NULL), -EINVAL);
-	a = new_attr(S_IFLNK | 0777);
-	assert_int_equal(idx_create(f->idx, d, "l", &a, NULL), -EINVAL);
-	memset(target, 't', sizeof(target));
-	target[sizeof(target) - 1] = '\0';
-	assert_int_equal(idx_create(f->idx, d, "l", &a, target), -ENAMETOOLONG);
-
-	/* A removed directory takes no new entries (ext4: ENOENT). */
-	mkdir_(f, d, "gone");
-	{
-		uint64_t gone = lookup_ino(f, d, "gone");
-
-		assert_int_equal(unl(f, d, "gone", 1), 0);
-		a = new_attr(S_IFREG | 0644);
-		assert_int_equal(idx_create(f->idx, gone, "x", &a, NULL),
-				 -ENOENT);
-	}
-	/* root, f, d, the 255-byte name; "gone" is an orphan. */
-	statfs_eq(f, 4, 0);
-	assert_int_equal(nlink_of(f, d), 3); /* 2 + the 255-byte dir */
-}
-
-static void test_lookup_getattr(void **state)
-{
-	struct fx *f = *state;
-	char longname[IDX_NAME_MAX + 2];
-	struct idx_attr a;
-	uint64_t d = mkdir_(f, KV_ROOT_INO, "d");
-	uint64_t x = mkfile(f, d, "x");
-
-	assert_int_equal(idx_lookup(f->idx, d, "x", &a), 0);
-	assert_int_equal(a.ino, x);
-	assert_int_equal(a.mode, S_IFREG | 0644);
-	assert_int_equal(idx_lookup(f->idx, d, "y", &a), -ENOENT);
-	assert_int_equal(idx_lookup(f->idx, KV_ROOT_INO, "x", &a), -ENOENT);
-	assert_int_equal(idx_lookup(f->idx, 12345, "x", &a), -ENOENT);
-	memset(longname, 'n', sizeof(longname));
-	longname[IDX_NAME_MAX + 1] = '\0';
-	assert_int_equal(idx_lookup(f->idx, d, longname, &a), -ENAMETOOLONG);
-	assert_int_equal(idx_getattr(f->idx, 12345, &a), -ENOENT);
-	assert_int_equal(idx_getattr(f->idx, 0, &a), -ENOENT);
-}
-
-static void test_readlink(void **state)
-{
-	struct fx *f = *state;
-	struct idx_attr a = new_attr(S_IFLNK | 0777);
-	char buf[16];
-	uint64_t file = mkfile(f, KV_ROOT_INO, "f");
-
-	assert_int_equal(
-		idx_create(f->idx, KV_ROOT_INO, "l", &a, "0123456789abcdefXYZ"),
-		0);
-	memset(buf, 'x', sizeof(buf));
-	assert_int_equal(idx_readlink(f->idx, a.ino, buf, 4), 19);
-	assert_string_equal(buf, "012");
-	assert_int_equal(idx_readlink(f->idx, a.ino, buf, sizeof(buf)), 19);
-	assert_string_equal(buf, "0123456789abcde");
-	assert_int_equal(idx_readlink(f->idx, a.ino, NULL, 0), 19);
-	assert_int_equal(idx_readlink(f->idx, file, buf, sizeof(buf)), -EINVAL);
-	assert_int_equal(idx_readlink(f->idx, KV_ROOT_INO, buf, sizeof(buf)),
-			 -EINVAL);
-	assert_int_equal(idx_readlink(f->idx, 999, buf, sizeof(buf)), -ENOENT);
-}
-
-static void test_setattr(void **state)
-{
-	struct fx *f = *state;
-	uint64_t x = mkfile(f, KV_ROOT_INO, "x");
-	struct idx_attr a = getattr_ok(f, x), got;
-
-	give_extent(f, x, 9, 0, 100);
-	a.mode = S_IFDIR | 0600; /* type bits are ignored */
-	a.uid = 42;
-	a.gid = 43;
-	a.size = 5000;
-	a.atime_ns = T0 + 10;
-	a.mtime_ns = T0 + 11;
-	a.ctime_ns = T0 + 12;
-	a.ext.file_id = 77; /* left alone */
-	assert_int_equal(idx_setattr(f->idx, &a), 0);
-	got = getattr_ok(f, x);
-	assert_int_equal(got.mode, S_IFREG | 0600);
-	assert_int_equal(got.uid, 42);
-	assert_int_equal(got.gid, 43);
-	assert_int_equal(got.size, 5000);
-	assert_int_equal(got.atime_ns, T0 + 10);
-	assert_int_equal(got.mtime_ns, T0 + 11);
-	assert_int_equal(got.ctime_ns, T0 + 12);
-	assert_int_equal(got.ext.file_id, 9);
-	assert_int_equal(got.ext.len, 100);
-	statfs_eq(f, 2, 5000);
-	a.ino = 999;
-	assert_int_equal(idx_setattr(f->idx, &a), -ENOENT);
-}
-
-/* ---- extents ---- */
-
-static void test_extent_and_crcs(void **state)
-{
-	struct fx *f = *state;
-	uint64_t x = mkfile(f, KV_ROOT_INO, "x");
-	uint64_t d = mkdir_(f, KV_ROOT_INO, "d");
-	struct kv_extent e1 = {.file_id = 3,
-			       .hdr_len = 4096,
-			       .off = 4096,
-			       .len = 2 * KV_CHUNK_SIZE + 5};
-	struct kv_extent e2 = {
-		.file_id = 4, .hdr_len = 4096, .off = 81920, .len = 10};
-	struct kv_extent none = {0}, old;
-	uint32_t c1[3] = {1, 0xdeadbeef, 0x80000001}, c2[1] = {7};
-	uint32_t *got, n;
-	struct idx_attr a;
-	char sql[128];
-
-	assert_int_equal(idx_get_crcs(f->idx, x, &got, &n), 0);
-	assert_null(got);
-	assert_int_equal(n, 0);
-
-	memset(&old, 0xff, sizeof(old));
-	assert_int_equal(
-		idx_set_extent(f->idx, x, e1.len, T0 + 7, &e1, c1, 3, &old), 0);
-	ext_eq(&old, &none);
-	a = getattr_ok(f, x);
-	ext_eq(&a.ext, &e1);
-	assert_int_equal(a.size, e1.len);
-	assert_int_equal(a.mtime_ns, T0 + 7);
-	assert_int_equal(a.ctime_ns, T0 + 7);
-	assert_int_equal(idx_get_crcs(f->idx, x, &got, &n), 0);
-	assert_int_equal(n, 3);
-	assert_memory_equal(got, c1, sizeof(c1));
-	free(got);
-	/* Stored as little-endian uint32. */
-	snprintf(sql, sizeof(sql),
-		 "SELECT hex(crcs) FROM inodes WHERE ino = %" PRIu64, x);
-	assert_sql_text(f->db, sql, "01000000EFBEADDE01000080");
-	statfs_eq(f, 3, e1.len);
-
-	assert_int_equal(
-		idx_set_extent(f->idx, x, 10, T0 + 8, &e2, c2, 1, &old), 0);
-	ext_eq(&old, &e1);
-	assert_int_equal(idx_get_crcs(f->idx, x, &got, &n), 0);
-	assert_int_equal(n, 1);
-	assert_int_equal(got[0], 7);
-	free(got);
-
-	/* Back to empty: no record, no CRCs. */
-	assert_int_equal(
-		idx_set_extent(f->idx, x, 0, T0 + 9, &none, NULL, 0, &old), 0);
-	ext_eq(&old, &e2);
-	assert_int_equal(idx_get_crcs(f->idx, x, &got, &n), 0);
-	assert_null(got);
-	assert_int_equal(n, 0);
-	statfs_eq(f, 3, 0);
-
-	/* Errors change nothing. */
-	assert_int_equal(
-		idx_set_extent(f->idx, x, e1.len, NOW, &e1, c1, 2, &old),
-		-EINVAL);
-	assert_int_equal(idx_set_extent(f->idx, x, 0, NOW, &none, c1, 1, &old),
-			 -EINVAL);
-	assert_int_equal(idx_set_extent(f->idx, d, 10, NOW, &e2, c2, 1, &old),
-			 -EINVAL);
-	assert_int_equal(idx_set_extent(f->idx, 999, 10, NOW, &e2, c2, 1, &old),
-			 -ENOENT);
-	assert_int_equal(idx_get_crcs(f->idx, 999, &got, &n), -ENOENT);
-	a = getattr_ok(f, x);
-	ext_eq(&a.ext, &none);
-	assert_int_equal(a.mtime_ns, T0 + 9);
-}
-
-/* ---- unlink, rmdir ---- */
-
-static void test_unlink(void **state)
-{
-	struct fx *f = *state;
-	char longname[IDX_NAME_MAX + 2];
-	uint64_t d = mkdir_(f, KV_ROOT_INO, "d");
-	uint64_t x = mkfile(f, d, "x");
-	uint64_t sub = mkdir_(f, d, "sub");
-	uint64_t ino = 0;
-	uint32_t nlink = 99;
-	struct idx_attr a;
-
-	assert_int_equal(idx_unlink(f->idx, d, "x", 0, NOW, &ino, &nlink), 0);
-	assert_int_equal(ino, x);
-	assert_int_equal(nlink, 0);
-	assert_absent(f, d, "x");
-	a = getattr_ok(f, x); /* an orphan until released */
-	assert_int_equal(a.nlink, 0);
-	assert_int_equal(a.ctime_ns, NOW);
-	a = getattr_ok(f, d);
-	assert_int_equal(a.mtime_ns, NOW);
-	assert_int_equal(a.ctime_ns, NOW);
-	assert_int_equal(a.nlink, 3);
-
-	assert_int_equal(unl(f, d, "x", 0), -ENOENT);
-	assert_int_equal(unl(f, d, "sub", 0), -EISDIR);
-	assert_int_equal(unl(f, 999, "x", 0), -ENOENT);
-	mkfile(f, d, "y");
-	assert_int_equal(unl(f, lookup_ino(f, d, "y"), "z", 0), -ENOTDIR);
-	memset(longname, 'n', sizeof(longname));
-	longname[IDX_NAME_MAX + 1] = '\0';
-	assert_int_equal(unl(f, d, longname, 0), -ENAMETOOLONG);
-
-	/* rmdir */
-	assert_int_equal(unl(f, d, "y", 1), -ENOTDIR);
-	mkfile(f, sub, "inner");
-	assert_int_equal(unl(f, d, "sub", 1), -ENOTEMPTY);
-	assert_int_equal(unl(f, sub, "inner", 0), 0);
-	assert_int_equal(idx_unlink(f->idx, d, "sub", 1, NOW, &ino, &nlink), 0);
-	assert_int_equal(ino, sub);
-	assert_int_equal(nlink, 0);
-	assert_int_equal(nlink_of(f, sub), 0);
-	assert_int_equal(nlink_of(f, d), 2);
-	assert_int_equal(unl(f, d, "sub", 1), -ENOENT);
-	assert_int_equal(unl(f, KV_ROOT_INO, "d", 1), -ENOTEMPTY);
-	assert_int_equal(unl(f, d, "y", 0), 0);
-	assert_int_equal(unl(f, KV_ROOT_INO, "d", 1), 0);
-	assert_int_equal(nlink_of(f, KV_ROOT_INO), 2);
-	statfs_eq(f, 1, 0);
-}
-
-static void test_unlink_hard_links(void **state)
-{
-	struct fx *f = *state;
-	uint64_t x = mkfile(f, KV_ROOT_INO, "x");
-	uint64_t ino;
-	uint32_t nlink;
-
-	fx_link(f, x, KV_ROOT_INO, "x2");
-	assert_int_equal(nlink_of(f, x), 2);
-	assert_int_equal(
-		idx_unlink(f->idx, KV_ROOT_INO, "x", 0, NOW, &ino, &nlink), 0);
-	assert_int_equal(ino, x);
-	assert_int_equal(nlink, 1);
-	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "x2"), x);
-	assert_int_equal(idx_release_inode(f->idx, x, NULL), -EBUSY);
-	assert_int_equal(
-		idx_unlink(f->idx, KV_ROOT_INO, "x2", 0, NOW, &ino, &nlink), 0);
-	assert_int_equal(nlink, 0);
-	assert_int_equal(idx_release_inode(f->idx, x, NULL), 0);
-}
-
-/* ---- rename ---- */
-
-static void test_rename_simple(void **state)
-{
-	struct fx *f = *state;
-	uint64_t a = mkdir_(f, KV_ROOT_INO, "a");
-	uint64_t b = mkdir_(f, KV_ROOT_INO, "b");
-	uint64_t x = mkfile(f, a, "x");
-	uint64_t rep = 99;
-	uint32_t repn = 99;
-	struct idx_attr attr;
-
-	assert_int_equal(idx_setxattr(f->idx, x, "user.k", "v", 1, 0), 0);
-	assert_int_equal(ren(f, a, "x", a, "y", 0, &rep, &repn), 0);
-	assert_int_equal(rep, 0);
-	assert_int_equal(repn, 0);
-	assert_absent(f, a, "x");
-	assert_int_equal(lookup_ino(f, a, "y"), x);
-	attr = getattr_ok(f, x);
-	assert_int_equal(attr.ctime_ns, NOW);
-	assert_int_equal(attr.nlink, 1);
-	attr = getattr_ok(f, a);
-	assert_int_equal(attr.mtime_ns, NOW);
-	assert_int_equal(attr.ctime_ns, NOW);
-
-	/* To another directory: its nlink stays, a file has no "..". */
-	assert_int_equal(ren(f, a, "y", b, "z", 0, &rep, &repn), 0);
-	assert_int_equal(rep, 0);
-	assert_int_equal(lookup_ino(f, b, "z"), x);
-	assert_absent(f, a, "y");
-	assert_int_equal(nlink_of(f, a), 2);
-	assert_int_equal(nlink_of(f, b), 2);
-	assert_int_equal(getattr_ok(f, b).mtime_ns, NOW);
-	/* xattrs stay with their inode. */
-	assert_int_equal(idx_getxattr(f->idx, x, "user.k", NULL, 0), 1);
-	statfs_eq(f, 4, 0);
-}
-
-static void test_rename_file_over_file(void **state)
-{
-	struct fx *f = *state;
-	uint64_t d = mkdir_(f, KV_ROOT_INO, "d");
-	uint64_t tmp = mkfile(f, d, "tmp");
-	uint64_t dest = mkfile(f, d, "dest");
-	uint64_t rep = 0;
-	uint32_t repn = 99;
-	struct kv_extent e;
-
-	give_extent(f, tmp, 1, 0, 100);
-	give_extent(f, dest, 2, 0, 50);
-	assert_int_equal(idx_setxattr(f->idx, dest, "user.old", "o", 1, 0), 0);
-	assert_int_equal(ren(f, d, "tmp", d, "dest", 0, &rep, &repn), 0);
-	assert_int_equal(rep, dest);
-	assert_int_equal(repn, 0);
-	assert_int_equal(lookup_ino(f, d, "dest"), tmp);
-	assert_absent(f, d, "tmp");
-	assert_int_equal(nlink_of(f, dest), 0);
-	assert_int_equal(getattr_ok(f, dest).ctime_ns, NOW);
-	assert_int_equal(nlink_of(f, d), 2);
-	/* The orphan's bytes still count until it is released. */
-	statfs_eq(f, 3, 150);
-	assert_int_equal(idx_release_inode(f->idx, dest, &e), 0);
-	assert_int_equal(e.file_id, 2);
-	assert_int_equal(idx_getxattr(f->idx, dest, "user.old", NULL, 0),
-			 -ENOENT);
-	statfs_eq(f, 3, 100);
-}
-
-static void test_rename_dirs_nlink(void **state)
-{
-	struct fx *f = *state;
-	uint64_t a = mkdir_(f, KV_ROOT_INO, "a");
-	uint64_t b = mkdir_(f, KV_ROOT_INO, "b");
-	uint64_t x = mkdir_(f, a, "x");
-	uint64_t y, z, rep;
-	uint32_t repn;
-
-	mkdir_(f, x, "inner");
-	assert_int_equal(nlink_of(f, a), 3);
-	/* A directory moving to another parent takes its ".." along. */
-	assert_int_equal(ren(f, a, "x", b, "x", 0, &rep, &repn), 0);
-	assert_int_equal(rep, 0);
-	assert_int_equal(nlink_of(f, a), 2);
-	assert_int_equal(nlink_of(f, b), 3);
-	assert_int_equal(nlink_of(f, x), 3);
-	assert_int_equal(nlink_of(f, KV_ROOT_INO), 4);
-
-	/* Over an empty directory in another parent. */
-	y = mkdir_(f, a, "y");
-	assert_int_equal(nlink_of(f, a), 3);
-	assert_int_equal(ren(f, b, "x", a, "y", 0, &rep, &repn), 0);
-	assert_int_equal(rep, y);
-	assert_int_equal(repn, 0);
-	assert_int_equal(nlink_of(f, y), 0);
-	assert_int_equal(nlink_of(f, a), 3);
-	assert_int_equal(nlink_of(f, b), 2);
-	assert_int_equal(lookup_ino(f, a, "y"), x);
-	assert_int_equal(idx_release_inode(f->idx, y, NULL), 0);
-
-	/* Over an empty directory in the same parent. */
-	z = mkdir_(f, a, "z");
-	assert_int_equal(nlink_of(f, a), 4);
-	assert_int_equal(ren(f, a, "y", a, "z", 0, &rep, &repn), 0);
-	assert_int_equal(rep, z);
-	assert_int_equal(repn, 0);
-	assert_int_equal(nlink_of(f, a), 3);
-	assert_int_equal(lookup_ino(f, a, "z"), x);
-	assert_absent(f, a, "y");
-	/* root, a, b, x, inner (z is an orphan) */
-	statfs_eq(f, 5, 0);
-}
-
-static void test_rename_type_errors(void **state)
-{
-	struct fx *f = *state;
-	uint64_t d = mkdir_(f, KV_ROOT_INO, "d");
-	uint64_t e = mkdir_(f, KV_ROOT_INO, "e");
-	uint64_t file = mkfile(f, KV_ROOT_INO, "file");
-	uint64_t rep = 99;
-	uint32_t repn;
-
-	mkfile(f, e, "inside");
-	assert_int_equal(
-		ren(f, KV_ROOT_INO, "file", KV_ROOT_INO, "d", 0, &rep, &repn),
-		-EISDIR);
-	assert_int_equal(rep, 0);
-	assert_int_equal(
-		ren(f, KV_ROOT_INO, "d", KV_ROOT_INO, "file", 0, NULL, NULL),
-		-ENOTDIR);
-	assert_int_equal(
-		ren(f, KV_ROOT_INO, "d", KV_ROOT_INO, "e", 0, NULL, NULL),
-		-ENOTEMPTY);
-	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "d"), d);
-	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "e"), e);
-	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "file"), file);
-	assert_int_equal(nlink_of(f, KV_ROOT_INO), 4);
-	assert_int_equal(nlink_of(f, d), 2);
-	assert_int_equal(nlink_of(f, file), 1);
-}
-
-static void test_rename_into_own_subtree(void **state)
-{
-	struct fx *f = *state;
-	uint64_t a = mkdir_(f, KV_ROOT_INO, "a");
-	uint64_t b = mkdir_(f, a, "b");
-	uint64_t c = mkdir_(f, b, "c");
-
-	mkfile(f, c, "f");
-	assert_int_equal(ren(f, KV_ROOT_INO, "a", c, "a", 0, NULL, NULL),
-			 -EINVAL);
-	assert_int_equal(ren(f, KV_ROOT_INO, "a", a, "self", 0, NULL, NULL),
-			 -EINVAL);
-	assert_int_equal(ren(f, a, "b", c, "b", RENAME_NOREPLACE, NULL, NULL),
-			 -EINVAL);
-	/* Onto an ancestor: it is not empty (Linux: ENOTEMPTY). */
-	assert_int_equal(ren(f, b, "c", KV_ROOT_INO, "a", 0, NULL, NULL),
-			 -ENOTEMPTY);
-	assert_int_equal(ren(f, c, "f", KV_ROOT_INO, "a", 0, NULL, NULL),
-			 -ENOTEMPTY);
-	/* Up the tree is fine. */
-	assert_int_equal(ren(f, b, "c", KV_ROOT_INO, "c", 0, NULL, NULL), 0);
-	assert_int_equal(nlink_of(f, b), 2);
-	assert_int_equal(nlink_of(f, KV_ROOT_INO), 4);
-	assert_int_equal(ren(f, KV_ROOT_INO, "a", c, "a", 0, NULL, NULL), 0);
-	assert_int_equal(nlink_of(f, c), 3);
-	assert_int_equal(nlink_of(f, KV_ROOT_INO), 3);
-	assert_int_equal(lookup_ino(f, lookup_ino(f, c, "a"), "b"), b);
-}
-
-static void test_rename_same_inode(void **state)
-{
-	struct fx *f = *state;
-	uint64_t d = mkdir_(f, KV_ROOT_INO, "d");
-	uint64_t x = mkfile(f, d, "x");
-	uint64_t y = mkfile(f, d, "y");
-	uint64_t rep = 99;
-	uint32_t repn = 99;
-
-	assert_int_equal(ren(f, d, "x", d, "x", 0, &rep, &repn), 0);
-	assert_int_equal(rep, 0);
-	assert_int_equal(lookup_ino(f, d, "x"), x);
-	assert_int_equal(getattr_ok(f, x).ctime_ns, T0 + 2); /* untouched */
-	assert_int_equal(getattr_ok(f, d).mtime_ns, T0 + 1);
-	assert_int_equal(
-		ren(f, KV_ROOT_INO, "d", KV_ROOT_INO, "d", 0, &rep, &repn), 0);
-	assert_int_equal(nlink_of(f, KV_ROOT_INO), 3);
-
-	/* Two links of one file: a no-op, both names stay. */
-	fx_link(f, x, d, "x2");
-	assert_int_equal(ren(f, d, "x", d, "x2", 0, &rep, &repn), 0);
-	assert_int_equal(rep, 0);
-	assert_int_equal(lookup_ino(f, d, "x"), x);
-	assert_int_equal(lookup_ino(f, d, "x2"), x);
-	assert_int_equal(nlink_of(f, x), 2);
-	assert_int_equal(ren(f, d, "x2", d, "x", RENAME_EXCHANGE, &rep, &repn),
-			 0);
-	assert_int_equal(lookup_ino(f, d, "x2"), x);
-
-	/* Replacing one link of a linked file leaves it one. */
-	assert_int_equal(ren(f, d, "y", d, "x2", 0, &rep, &repn), 0);
-	assert_int_equal(rep, x);
-	assert_int_equal(repn, 1);
-	assert_int_equal(nlink_of(f, x), 1);
-	assert_int_equal(lookup_ino(f, d, "x2"), y);
-	assert_int_equal(lookup_ino(f, d, "x"), x);
-}
-
-static void test_rename_noreplace(void **state)
-{
-	struct fx *f = *state;
-	uint64_t x = mkfile(f, KV_ROOT_INO, "x");
-	uint64_t y = mkfile(f, KV_ROOT_INO, "y");
-	uint64_t rep = 99;
-	uint32_t repn;
-
-	assert_int_equal(ren(f, KV_ROOT_INO, "x", KV_ROOT_INO, "y",
-			     RENAME_NOREPLACE, &rep, &repn),
-			 -EEXIST);
-	assert_int_equal(rep, 0);
-	/* Linux checks NOREPLACE before "same file": EEXIST here too. */
-	assert_int_equal(ren(f, KV_ROOT_INO, "x", KV_ROOT_INO, "x",
-			     RENAME_NOREPLACE, NULL, NULL),
-			 -EEXIST);
-	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "y"), y);
-	assert_int_equal(ren(f, KV_ROOT_INO, "x", KV_ROOT_INO, "z",
-			     RENAME_NOREPLACE, &rep, &repn),
-			 0);
-	assert_int_equal(rep, 0);
-	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "z"), x);
-	assert_absent(f, KV_ROOT_INO, "x");
-}
-
-static void test_rename_exchange(void **state)
-{
-	struct fx *f = *state;
-	uint64_t a = mkdir_(f, KV_ROOT_INO, "a");
-	uint64_t b = mkdir_(f, KV_ROOT_INO, "b");
-	uint64_t fa = mkfile(f, a, "fa");
-	uint64_t fb = mkfile(f, b, "fb");
-	uint64_t da = mkdir_(f, a, "da");
-	uint64_t db = mkdir_(f, b, "db");
-	uint64_t rep = 99;
-	uint32_t repn = 99;
-
-	assert_int_equal(
-		ren(f, a, "fa", b, "nothing", RENAME_EXCHANGE, &rep, &repn),
-		-ENOENT);
-	assert_int_equal(
-		ren(f, a, "nothing", b, "fb", RENAME_EXCHANGE, &rep, &repn),
-		-ENOENT);
-
-	/* Two files across parents. */
-	assert_int_equal(ren(f, a, "fa", b, "fb", RENAME_EXCHANGE, &rep, &repn),
-			 0);
-	assert_int_equal(rep, 0);
-	assert_int_equal(lookup_ino(f, a, "fa"), fb);
-	assert_int_equal(lookup_ino(f, b, "fb"), fa);
-	assert_int_equal(nlink_of(f, fa), 1);
-	assert_int_equal(nlink_of(f, fb), 1);
-	assert_int_equal(getattr_ok(f, fa).ctime_ns, NOW);
-	assert_int_equal(getattr_ok(f, fb).ctime_ns, NOW);
-	assert_int_equal(getattr_ok(f, a).mtime_ns, NOW);
-	assert_int_equal(getattr_ok(f, b).mtime_ns, NOW);
-
-	/* A directory and a file across parents: both parents' nlink. */
-	assert_int_equal(nlink_of(f, a), 3);
-	assert_int_equal(nlink_of(f, b), 3);
-	assert_int_equal(ren(f, a, "da", b, "fb", RENAME_EXCHANGE, &rep, &repn),
-			 0);
-	assert_int_equal(lookup_ino(f, b, "fb"), da);
-	assert_int_equal(lookup_ino(f, a, "da"), fa);
-	assert_int_equal(nlink_of(f, a), 2);
-	assert_int_equal(nlink_of(f, b), 4);
-	assert_int_equal(nlink_of(f, da), 2);
-	/* And back the other way round. */
-	assert_int_equal(ren(f, a, "da", b, "fb", RENAME_EXCHANGE, &rep, &repn),
-			 0);
-	assert_int_equal(nlink_of(f, a), 3);
-	assert_int_equal(nlink_of(f, b), 3);
-
-	/* Two directories: nlink unchanged. */
-	assert_int_equal(ren(f, a, "da", b, "db", RENAME_EXCHANGE, &rep, &repn),
-			 0);
-	assert_int_equal(lookup_ino(f, a, "da"), db);
-	assert_int_equal(lookup_ino(f, b, "db"), da);
-	assert_int_equal(nlink_of(f, a), 3);
-	assert_int_equal(nlink_of(f, b), 3);
-
-	/* A directory with its own ancestor or descendant. */
-	assert_int_equal(
-		ren(f, KV_ROOT_INO, "a", a, "da", RENAME_EXCHANGE, &rep, &repn),
-		-EINVAL);
-	assert_int_equal(
-		ren(f, a, "da", KV_ROOT_INO, "a", RENAME_EXCHANGE, &rep, &repn),
-		-EINVAL);
-	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "a"), a);
-	/* root, a, b, fa, fb, da, db */
-	statfs_eq(f, 7, 0);
-}
-
-static void test_rename_errors(void **state)
-{
-	struct fx *f = *state;
-	char longname[IDX_NAME_MAX + 2];
-	uint64_t d = mkdir_(f, KV_ROOT_INO, "d");
-	uint64_t file = mkfile(f, KV_ROOT_INO, "file");
-	uint64_t gone = mkdir_(f, KV_ROOT_INO, "gone");
-
-	assert_int_equal(ren(f, KV_ROOT_INO, "file", d, "x", 4, NULL, NULL),
-			 -EINVAL);
-	assert_int_equal(ren(f, KV_ROOT_INO, "file", d, "x",
-			     RENAME_NOREPLACE | RENAME_EXCHANGE, NULL, NULL),
-			 -EINVAL);
-	assert_int_equal(ren(f, KV_ROOT_INO, "nope", d, "x", 0, NULL, NULL),
-			 -ENOENT);
-	assert_int_equal(ren(f, 999, "file", d, "x", 0, NULL, NULL), -ENOENT);
-	assert_int_equal(ren(f, KV_ROOT_INO, "file", 999, "x", 0, NULL, NULL),
-			 -ENOENT);
-	assert_int_equal(ren(f, KV_ROOT_INO, "file", file, "x", 0, NULL, NULL),
-			 -ENOTDIR);
-	assert_int_equal(ren(f, file, "x", d, "x", 0, NULL, NULL), -ENOTDIR);
-	memset(longname, 'n', sizeof(longname));
-	longname[IDX_NAME_MAX + 1] = '\0';
-	assert_int_equal(
-		ren(f, KV_ROOT_INO, "file", d, longname, 0, NULL, NULL),
-		-ENAMETOOLONG);
-	assert_int_equal(ren(f, KV_ROOT_INO, longname, d, "x", 0, NULL, NULL),
-			 -ENAMETOOLONG);
-	assert_int_equal(ren(f, KV_ROOT_INO, "file", d, "", 0, NULL, NULL),
-			 -EINVAL);
-	assert_int_equal(unl(f, KV_ROOT_INO, "gone", 1), 0);
-	assert_int_equal(ren(f, KV_ROOT_INO, "file", gone, "x", 0, NULL, NULL),
-			 -ENOENT);
-	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "file"), file);
-	statfs_eq(f, 3, 0);
-}
-
-/* ---- release, purge, refs, statfs ---- */
-
-static void test_release_inode(void **state)
-{
-	struct fx *f = *state;
-	uint64_t x = mkfile(f, KV_ROOT_INO, "x");
-	uint64_t ino;
-	uint32_t nlink;
-	struct kv_extent e, want = {5, 4096, 12288, 3000};
-	uint32_t crc = 9;
-	char sql[128];
-
-	assert_int_equal(
-		idx_set_extent(f->idx, x, 3000, NOW, &want, &crc, 1, &e), 0);
-	assert_int_equal(idx_setxattr(f->idx, x, "user.a", "1", 1, 0), 0);
-	assert_int_equal(idx_release_inode(f->idx, x, &e), -EBUSY);
-	assert_int_equal(idx_release_inode(f->idx, KV_ROOT_INO, &e), -EBUSY);
-	assert_int_equal(idx_release_inode(f->idx, 999, &e), -ENOENT);
-	assert_int_equal(
-		idx_unlink(f->idx, KV_ROOT_INO, "x", 0, NOW, &ino, &nlink), 0);
-	memset(&e, 0, sizeof(e));
-	assert_int_equal(idx_release_inode(f->idx, x, &e), 0);
-	ext_eq(&e, &want);
-	assert_int_equal(idx_release_inode(f->idx, x, &e), -ENOENT);
-	assert_int_equal(idx_getattr(f->idx, x, &(struct idx_attr){0}),
-			 -ENOENT);
-	snprintf(sql, sizeof(sql),
-		 "SELECT count(*) FROM xattrs WHERE ino = %" PRIu64, x);
-	assert_sql_text(f->db, sql, "0");
-	statfs_eq(f, 1, 0);
-}
-
-struct purged {
-	int n;
-	struct kv_extent e[8];
-};
-
-static void purge_fn(void *arg, const struct kv_extent *ext)
-{
-	struct purged *p = arg;
-
-	assert_true(p->n < 8);
-	p->e[p->n++] = *ext;
-}
-
-static void test_purge_orphans(void **state)
-{
-	struct fx *f = *state;
-	uint64_t a = mkfile(f, KV_ROOT_INO, "a");
-	uint64_t b = mkfile(f, KV_ROOT_INO, "b");
-	uint64_t c = mkdir_(f, KV_ROOT_INO, "c");
-	uint64_t live = mkfile(f, KV_ROOT_INO, "live");
-	struct purged p = {0};
-	uint64_t refs;
-
-	give_extent(f, a, 11, 0, 100);
-	give_extent(f, b, 12, 4096, 200);
-	give_extent(f, live, 11, 8192, 300);
-	assert_int_equal(idx_setxattr(f->idx, a, "user.z", "z", 1, 0), 0);
-	assert_int_equal(idx_purge_orphans(f->idx, purge_fn, &p), 0);
-	assert_int_equal(p.n, 0);
-	assert_int_equal(unl(f, KV_ROOT_INO, "a", 0), 0);
-	assert_int_equal(unl(f, KV_ROOT_INO, "b", 0), 0);
-	assert_int_equal(unl(f, KV_ROOT_INO, "c", 1), 0);
-	statfs_eq(f, 2, 600);
-	assert_int_equal(idx_datafile_refs(f->idx, 11, &refs), 0);
-	assert_int_equal(refs, 2);
-
-	assert_int_equal(idx_purge_orphans(f->idx, purge_fn, &p), 3);
-	assert_int_equal(p.n, 2); /* the directory had no extent */
-	if (p.e[0].file_id != 11) {
-		struct kv_extent t = p.e[0];
-
-		p.e[0] = p.e[1];
-		p.e[1] = t;
-	}
-	ext_eq(&p.e[0], &(struct kv_extent){11, 4096, 0, 100});
-	ext_eq(&p.e[1], &(struct kv_extent){12, 4096, 4096, 200});
-	assert_int_equal(idx_getattr(f->idx, a, &(struct idx_attr){0}),
-			 -ENOENT);
-	assert_int_equal(idx_getattr(f->idx, b, &(struct idx_attr){0}),
-			 -ENOENT);
-	assert_int_equal(idx_getattr(f->idx, c, &(struct idx_attr){0}),
-			 -ENOENT);
-	assert_int_equal(getattr_ok(f, live).ext.file_id, 11);
-	assert_sql_text(f->db, "SELECT count(*) FROM xattrs", "0");
-	statfs_eq(f, 2, 300);
-	assert_int_equal(idx_datafile_refs(f->idx, 11, &refs), 0);
-	assert_int_equal(refs, 1);
-	assert_int_equal(idx_purge_orphans(f->idx, NULL, NULL), 0);
-}
-
-static void test_datafile_refs(void **state)
-{
-	struct fx *f = *state;
-	uint64_t a = mkfile(f, KV_ROOT_INO, "a");
-	uint64_t b = mkfile(f, KV_ROOT_INO, "b");
-	uint64_t c = mkfile(f, KV_ROOT_INO, "c");
-	uint64_t n = 99;
-	struct kv_extent old;
-
-	assert_int_equal(idx_datafile_refs(f->idx, 7, &n), 0);
-	assert_int_equal(n, 0);
-	give_extent(f, a, 7, 0, 10);
-	give_extent(f, b, 7, 8192, 10);
-	give_extent(f, c, 8, 0, 10);
-	assert_int_equal(idx_datafile_refs(f->idx, 7, &n), 0);
-	assert_int_equal(n, 2);
-	assert_int_equal(idx_datafile_refs(f->idx, 8, &n), 0);
-	assert_int_equal(n, 1);
-	/* A new record for b moves its reference. */
-	give_extent(f, b, 8, 8192, 10);
-	assert_int_equal(idx_datafile_refs(f->idx, 7, &n), 0);
-	assert_int_equal(n, 1);
-	/* An orphan's record is in use until the inode is released. */
-	assert_int_equal(unl(f, KV_ROOT_INO, "a", 0), 0);
-	assert_int_equal(idx_datafile_refs(f->idx, 7, &n), 0);
-	assert_int_equal(n, 1);
-	assert_int_equal(idx_release_inode(f->idx, a, &old), 0);
-	assert_int_equal(old.file_id, 7);
-	assert_int_equal(idx_datafile_refs(f->idx, 7, &n), 0);
-	assert_int_equal(n, 0);
-	assert_int_equal(idx_datafile_refs(f->idx, 8, &n), 0);
-	assert_int_equal(n, 2);
-}
-
-static void test_statfs(void **state)
-{
-	struct fx *f = *state;
-	uint64_t d, x, y;
-	struct idx_attr a;
-
-	statfs_eq(f, 1, 0);
-	d = mkdir_(f, KV_ROOT_INO, "d");
-	x = mkfile(f, d, "x");
-	y = mkfile(f, d, "y");
-	mk(f, d, "l", S_IFLNK | 0777); /* its size is not file data */
-	statfs_eq(f, 5, 0);
-	give_extent(f, x, 1, 0, 1000);
-	give_extent(f, y, 1, 8192, 24);
-	statfs_eq(f, 5, 1024);
-	a = getattr_ok(f, x);
-	a.size = 10;
-	assert_int_equal(idx_setattr(f->idx, &a), 0);
-	statfs_eq(f, 5, 34);
-	assert_int_equal(ren(f, d, "x", d, "y", 0, NULL, NULL), 0);
-	statfs_eq(f, 4, 34); /* y is an orphan, its bytes still count */
-	assert_int_equal(idx_release_inode(f->idx, y, NULL), 0);
-	statfs_eq(f, 4, 10);
-	assert_int_equal(unl(f, d, "y", 0), 0);
-	assert_int_equal(unl(f, d, "l", 0), 0);
-	assert_int_equal(idx_purge_orphans(f->idx, NULL, NULL), 2);
-	statfs_eq(f, 2, 0);
-	fx_reopen(f);
-	statfs_eq(f, 2, 0);
-}
-
-/* ---- readdir ---- */
-
-static void test_readdir(void **state)
-{
-	struct fx *f = *state;
-	uint64_t d = mkdir_(f, KV_ROOT_INO, "d");
-	uint64_t file = mkfile(f, KV_ROOT_INO, "file");
-	uint64_t inos[5];
-	struct dirlist l;
-	const char *names[5] = {"e", "b", "d", "a", "c"};
-
-	for (int i = 0; i < 5; i++)
-		inos[i] = mk(f, d, names[i],
-			     i == 2 ? S_IFDIR | 0700 : S_IFREG | 0600);
-	give_extent(f, inos[1], 4, 0, 77);
-	list_dir(f, d, &l);
-	assert_int_equal(l.n, 5);
-	for (int i = 0; i < 5; i++) {
-		/* Creation (cookie) order, not name order. */
-		assert_string_equal(l.names[i], names[i]);
-		assert_int_equal(l.inos[i], inos[i]);
-		assert_true(l.cookies[i] > 0);
-		if (i)
-			assert_true(l.cookies[i] > l.cookies[i - 1]);
-	}
-
-	/* Attributes come along. */
-	{
-		struct dirlist one = {.limit = 1};
-		struct idx_attr a;
-
-		assert_int_equal(
-			idx_readdir(f->idx, d, l.cookies[0], dirlist_fn, &one),
-			0);
-		assert_int_equal(one.n, 1);
-		assert_string_equal(one.names[0], "b");
-		assert_int_equal(idx_lookup(f->idx, d, "b", &a), 0);
-		assert_int_equal(a.size, 77);
-	}
-
-	/* Resume after a cookie; past the last one there is nothing. */
-	memset(&l, 0, sizeof(l));
-	l.limit = 512;
-	assert_int_equal(idx_readdir(f->idx, d, 0, dirlist_fn, &l), 0);
-	{
-		struct dirlist rest = {.limit = 512};
-
-		assert_int_equal(
-			idx_readdir(f->idx, d, l.cookies[2], dirlist_fn, &rest),
-			0);
-		assert_int_equal(rest.n, 2);
-		assert_string_equal(rest.names[0], "a");
-		assert_string_equal(rest.names[1], "c");
-		rest.n = 0;
-		assert_int_equal(
-			idx_readdir(f->idx, d, l.cookies[4], dirlist_fn, &rest),
-			0);
-		assert_int_equal(rest.n, 0);
-		assert_int_equal(
-			idx_readdir(f->idx, d, UINT64_MAX, dirlist_fn, &rest),
-			0);
-		assert_int_equal(rest.n, 0);
-	}
-
-	assert_int_equal(idx_readdir(f->idx, file, 0, dirlist_fn, &l),
-			 -ENOTDIR);
-	assert_int_equal(idx_readdir(f->idx, 999, 0, dirlist_fn, &l), -ENOENT);
-	list_dir(f, inos[2], &l);
-	assert_int_equal(l.n, 0);
-	list_dir(f, KV_ROOT_INO, &l);
-	assert_int_equal(l.n, 2);
-}
-
-/*
- * Entries come in cookie order and cookies survive changes between calls:
- * an entry present all along is listed exactly once, a removed one that was
- * not reached yet is not listed, and nothing is listed twice.
- */
-static void test_readdir_cookies_stable(void **state)
-{
-	struct fx *f = *state;
-	enum { NFILES = 60, CHUNK = 7 };
-	uint64_t d = mkdir_(f, KV_ROOT_INO, "d");
-	int removed[NFILES] = {0}, seen[NFILES] = {0}, nseen_new = 0;
-	int next_new = 0, last_seen = -1, first_unremoved_seen = 0;
-	struct dirlist l;
-	uint64_t after = 0, last_cookie = 0;
-	char name[32];
-
-	for (int i = 0; i < NFILES; i++) {
-		snprintf(name, sizeof(name), "f%02d", i);
-		mkfile(f, d, name);
-	}
-	for (;;) {
-		memset(&l, 0, sizeof(l));
-		l.limit = CHUNK;
-		assert_int_equal(idx_readdir(f->idx, d, after, dirlist_fn, &l),
-				 0);
-		if (l.n == 0)
-			break;
-		for (int i = 0; i < l.n; i++) {
-			int k;
-
-			assert_true(l.cookies[i] > last_cookie);
-			last_cookie = l.cookies[i];
-			if (l.names[i][0] == 'n') {
-				nseen_new++;
-				continue;
-			}
-			k = atoi(l.names[i] + 1);
-			assert_false(removed[k]);
-			assert_int_equal(seen[k], 0);
-			seen[k] = 1;
-			last_seen = k;
-		}
-		after = l.cookies[l.n - 1];
-
-		/* Remove one entry ahead and one behind, add one. */
-		for (int k = NFILES - 1; k > last_seen; k--) {
-			if (!removed[k]) {
-				snprintf(name, sizeof(name), "f%02d", k);
-				assert_int_equal(unl(f, d, name, 0), 0);
-				removed[k] = 1;
-				break;
-			}
-		}
-		while (first_unremoved_seen <= last_seen &&
-		       removed[first_unremoved_seen])
-			first_unremoved_seen++;
-		if (first_unremoved_seen <= last_seen) {
-			snprintf(name, sizeof(name), "f%02d",
-				 first_unremoved_seen);
-			assert_int_equal(unl(f, d, name, 0), 0);
-			removed[first_unremoved_seen] = 1;
-		}
-		if (next_new < 5) {
-			snprintf(name, sizeof(name), "n%02d", next_new++);
-			mkfile(f, d, name);
-		}
-	}
-	for (int k = 0; k < NFILES; k++)
-		assert_true(seen[k] || removed[k]);
-	/* New names get higher cookies, so each one shows up once. */
-	assert_int_equal(nseen_new, next_new);
-}
-
-/* ---- lookup_batch ---- */
-
-static void test_lookup_batch(void **state)
-{
-	struct fx *f = *state;
-	char longname[IDX_NAME_MAX + 2];
-	uint64_t d = mkdir_(f, KV_ROOT_INO, "d");
-	uint64_t x = mkfile(f, d, "x");
-	uint64_t y = mkfile(f, KV_ROOT_INO, "y");
-	uint64_t parents[5] = {d, d, KV_ROOT_INO, 999, KV_ROOT_INO};
-	const char *names[5] = {"x", "y", "y", "x", longname};
-	int found[5];
-	struct idx_attr attrs[5];
-
-	memset(longname, 'n', sizeof(longname));
-	longname[IDX_NAME_MAX + 1] = '\0';
-	memset(found, 0x55, sizeof(found));
-	assert_int_equal(
-		idx_lookup_batch(f->idx, 5, parents, names, found, attrs), 0);
-	assert_int_equal(found[0], 1);
-	assert_int_equal(attrs[0].ino, x);
-	assert_int_equal(found[1], 0);
-	assert_int_equal(found[2], 1);
-	assert_int_equal(attrs[2].ino, y);
-	assert_int_equal(attrs[2].mode, S_IFREG | 0644);
-	assert_int_equal(found[3], 0);
-	assert_int_equal(found[4], 0);
-	assert_int_equal(idx_lookup_batch(f->idx, 0, NULL, NULL, NULL, NULL),
-			 0);
-}
-
-/* ---- xattrs ---- */
-
-static void test_xattrs(void **state)
-{
-	struct fx *f = *state;
-	uint64_t x = mkfile(f, KV_ROOT_INO, "x");
-	char buf[64], longname[300];
-	static char big[65537];
-
-	assert_int_equal(idx_listxattr(f->idx, x, NULL, 0), 0);
-	assert_int_equal(idx_getxattr(f->idx, x, "user.a", buf, sizeof(buf)),
-			 -ENODATA);
-	assert_int_equal(idx_setxattr(f->idx, x, "user.b", "two", 3, 0), 0);
-	assert_int_equal(
-		idx_setxattr(f->idx, x, "user.a", "1", 1, XATTR_CREATE), 0);
-	assert_int_equal(
-		idx_setxattr(f->idx, x, "user.a", "9", 1, XATTR_CREATE),
-		-EEXIST);
-	assert_int_equal(
-		idx_setxattr(f->idx, x, "user.c", "9", 1, XATTR_REPLACE),
-		-ENODATA);
-	assert_int_equal(
-		idx_setxattr(f->idx, x, "user.a", "one", 3, XATTR_REPLACE), 0);
-	assert_int_equal(idx_getxattr(f->idx, x, "user.a", NULL, 0), 3);
-	assert_int_equal(idx_getxattr(f->idx, x, "user.a", buf, sizeof(buf)),
-			 3);
-	assert_memory_equal(buf, "one", 3);
-	assert_int_equal(idx_getxattr(f->idx, x, "user.a", buf, 2), -ERANGE);
-	assert_int_equal(idx_getxattr(f->idx, x, "user.a", buf, 3), 3);
-
-	/* Empty values exist and are not "unset". */
-	assert_int_equal(idx_setxattr(f->idx, x, "user.empty", "", 0, 0), 0);
-	assert_int_equal(
-		idx_getxattr(f->idx, x, "user.empty", buf, sizeof(buf)), 0);
-
-	/* Names in order, NUL-separated. */
-	assert_int_equal(idx_listxattr(f->idx, x, NULL, 0), 25);
-	assert_int_equal(idx_listxattr(f->idx, x, buf, sizeof(buf)), 25);
-	assert_memory_equal(buf, "user.a\0user.b\0user.empty\0", 25);
-	assert_int_equal(idx_listxattr(f->idx, x, buf, 24), -ERANGE);
-
-	/* 64 KiB is the limit. */
-	memset(big, 'v', sizeof(big));
-	assert_int_equal(idx_setxattr(f->idx, x, "user.big", big, 65537, 0),
-			 -E2BIG);
-	assert_int_equal(idx_setxattr(f->idx, x, "user.big", big, 65536, 0), 0);
-	assert_int_equal(idx_getxattr(f->idx, x, "user.big", NULL, 0), 65536);
-
-	memset(longname, 'n', sizeof(longname));
-	longname[256] = '\0';
-	assert_int_equal(idx_setxattr(f->idx, x, longname, "1", 1, 0), -ERANGE);
-	assert_int_equal(idx_setxattr(f->idx, x, "", "1", 1, 0), -ERANGE);
-	assert_int_equal(idx_getxattr(f->idx, x, longname, buf, sizeof(buf)),
-			 -ERANGE);
-	assert_int_equal(idx_setxattr(f->idx, x, "user.f", "1", 1, 4), -EINVAL);
-
-	assert_int_equal(idx_removexattr(f->idx, x, "user.b"), 0);
-	assert_int_equal(idx_removexattr(f->idx, x, "user.b"), -ENODATA);
-	assert_int_equal(idx_getxattr(f->idx, x, "user.b", buf, sizeof(buf)),
-			 -ENODATA);
-
-	assert_int_equal(idx_setxattr(f->idx, 999, "user.a", "1", 1, 0),
-			 -ENOENT);
-	assert_int_equal(idx_getxattr(f->idx, 999, "user.a", buf, sizeof(buf)),
-			 -ENOENT);
-	assert_int_equal(idx_listxattr(f->idx, 999, buf, sizeof(buf)), -ENOENT);
-	assert_int_equal(idx_removexattr(f->idx, 999, "user.a"), -ENOENT);
-
-	/* Directories have xattrs too. */
-	assert_int_equal(idx_setxattr(f->idx, KV_ROOT_INO, "user.r", "r", 1, 0),
-			 0);
-	assert_int_equal(idx_listxattr(f->idx, KV_ROOT_INO, buf, sizeof(buf)),
-			 7);
 }
 
 /* ---- races ---- */
@@ -2155,287 +920,27 @@ static void test_sync_during_checkpoints(void **state)
 	assert_true(lookup_ino(f, KV_ROOT_INO, "f11999") > KV_ROOT_INO);
 }
 
-/* ---- idx_create_ino, idx_count, idx_file_records, idx_move_records ---- */
-
-static void test_create_ino(void **state)
-{
-	struct fx *f = *state;
-	struct idx_attr a = new_attr(S_IFREG | 0644),
-			d = new_attr(S_IFDIR | 0755);
-	uint64_t later;
-
-	a.size = 77; /* ignored: a new file has no record */
-	assert_int_equal(idx_create_ino(f->idx, KV_ROOT_INO, "dir", &d, 40), 0);
-	assert_int_equal(d.ino, 40);
-	assert_int_equal(d.nlink, 2);
-	assert_int_equal(idx_create_ino(f->idx, 40, "f", &a, 1000), 0);
-	assert_int_equal(a.ino, 1000);
-	assert_int_equal(a.nlink, 1);
-	assert_int_equal(a.size, 0);
-	assert_int_equal(a.ext.file_id, 0);
-	assert_int_equal(lookup_ino(f, 40, "f"), 1000);
-	assert_int_equal(getattr_ok(f, 1000).size, 0);
-	/* The parent counts its new subdirectory. */
-	assert_int_equal(nlink_of(f, KV_ROOT_INO), 3);
-	/* Numbers below an existing one may still be used ... */
-	a = new_attr(S_IFREG | 0644);
-	assert_int_equal(idx_create_ino(f->idx, 40, "g", &a, 500), 0);
-	/* ... and plain creates number above every inode so far. */
-	later = mkfile(f, KV_ROOT_INO, "later");
-	assert_true(later > 1000);
-	statfs_eq(f, 5, 0);
-}
-
-static void test_create_ino_errors(void **state)
-{
-	struct fx *f = *state;
-	struct idx_attr a = new_attr(S_IFREG | 0644);
-	uint64_t dir = mkdir_(f, KV_ROOT_INO, "d"), file;
-
-	assert_int_equal(idx_create_ino(f->idx, dir, "x", &a, 100), 0);
-	file = a.ino;
-	/* An inode number in use, even under another name. */
-	a = new_attr(S_IFREG | 0644);
-	assert_int_equal(idx_create_ino(f->idx, dir, "y", &a, 100), -EEXIST);
-	assert_int_equal(idx_create_ino(f->idx, dir, "y", &a, dir), -EEXIST);
-	/* A name in use. */
-	assert_int_equal(idx_create_ino(f->idx, dir, "x", &a, 101), -EEXIST);
-	/* Not a file or a directory, or not a number it may give. */
-	a = new_attr(S_IFLNK | 0777);
-	assert_int_equal(idx_create_ino(f->idx, dir, "l", &a, 102), -EINVAL);
-	a = new_attr(S_IFIFO | 0644);
-	assert_int_equal(idx_create_ino(f->idx, dir, "p", &a, 103), -EINVAL);
-	a = new_attr(S_IFREG | 0644);
-	assert_int_equal(idx_create_ino(f->idx, dir, "r", &a, KV_ROOT_INO),
-			 -EINVAL);
-	assert_int_equal(idx_create_ino(f->idx, dir, "z", &a, 0), -EINVAL);
-	assert_int_equal(
-		idx_create_ino(f->idx, dir, "big", &a, (uint64_t)INT64_MAX + 1),
-		-EINVAL);
-	/* Parents that cannot hold it. */
-	assert_int_equal(idx_create_ino(f->idx, 9999, "n", &a, 104), -ENOENT);
-	assert_int_equal(idx_create_ino(f->idx, file, "n", &a, 105), -ENOTDIR);
-	assert_int_equal(idx_create_ino(f->idx, dir, "", &a, 106), -EINVAL);
-	assert_absent(f, dir, "y");
-	assert_absent(f, dir, "l");
-	assert_absent(f, dir, "n");
-	assert_int_equal(idx_getattr(f->idx, 101, &a), -ENOENT);
-	assert_int_equal(idx_getattr(f->idx, 102, &a), -ENOENT);
-	statfs_eq(f, 3, 0);
-}
-
-static void test_count(void **state)
-{
-	struct fx *f = *state;
-	struct idx_counts c;
-	struct idx_attr a = new_attr(S_IFLNK | 0777);
-	uint64_t dir, f1, f2, f3, open;
-	uint32_t nlink;
-	uint64_t ino;
-
-	assert_int_equal(idx_count(f->idx, &c), 0);
-	assert_int_equal(c.files, 0);
-	assert_int_equal(c.dirs, 1); /* the root */
-	assert_int_equal(c.others + c.orphans + c.records + c.record_bytes, 0);
-
-	dir = mkdir_(f, KV_ROOT_INO, "d");
-	f1 = mkfile(f, dir, "f1");
-	f2 = mkfile(f, dir, "f2");
-	f3 = mkfile(f, dir, "empty");
-	open = mkfile(f, dir, "open");
-	(void)f3;
-	assert_int_equal(idx_create(f->idx, dir, "ln", &a, "f1"), 0);
-	a = new_attr(S_IFIFO | 0600);
-	assert_int_equal(idx_create(f->idx, dir, "fifo", &a, NULL), 0);
-	give_extent(f, f1, 1, 0, 5000);
-	give_extent(f, f2, 2, 8192, 300000);
-	give_extent(f, open, 1, 16384, 100);
-	/* Unlinked while open: an orphan whose record is still counted. */
-	assert_int_equal(idx_unlink(f->idx, dir, "open", 0, NOW, &ino, &nlink),
-			 0);
-	assert_int_equal(ino, open);
-	assert_int_equal(nlink, 0);
-
-	assert_int_equal(idx_count(f->idx, &c), 0);
-	assert_int_equal(c.files, 3);
-	assert_int_equal(c.dirs, 2);
-	assert_int_equal(c.others, 2);
-	assert_int_equal(c.orphans, 1);
-	assert_int_equal(c.records, 3);
-	assert_int_equal(c.record_bytes, 5000 + 300000 + 100);
-
-	/* Released, the orphan and its record are gone from the counts. */
-	{
-		struct kv_extent e;
-
-		assert_int_equal(idx_release_inode(f->idx, open, &e), 0);
-	}
-	assert_int_equal(idx_count(f->idx, &c), 0);
-	assert_int_equal(c.orphans, 0);
-	assert_int_equal(c.records, 2);
-	assert_int_equal(c.record_bytes, 5000 + 300000);
-}
-
-static void test_count_corrupt(void **state)
-{
-	struct fx *f = *state;
-	struct idx_counts c;
-
-	mkfile(f, KV_ROOT_INO, "a");
-	/* The inode table goes behind its back: no count, an error. */
-	sql_exec(f->db, "DROP TABLE inodes;");
-	assert_int_equal(idx_count(f->idx, &c), -EIO);
-}
-
-static void test_file_records_and_move(void **state)
-{
-	struct fx *f = *state;
-	struct idx_rec r[8];
-	uint64_t ino[5];
-	struct idx_move mv[2];
-	struct kv_extent e;
-	uint32_t *crcs, ncrcs;
-	struct idx_attr got;
-	char name[8];
-
-	for (int i = 0; i < 5; i++) {
-		snprintf(name, sizeof(name), "f%d", i);
-		ino[i] = mkfile(f, KV_ROOT_INO, name);
-	}
-	/* Records in file 3 at 3 offsets, not in order of creation. */
-	give_extent(f, ino[0], 3, 65536, 1000);
-	give_extent(f, ino[1], 3, 0, 2000);
-	give_extent(f, ino[2], 3, 8192, 3000);
-	give_extent(f, ino[3], 4, 0, 4000);
-	assert_int_equal(idx_file_records(f->idx, 3, 0, r, 8), 3);
-	assert_int_equal(r[0].ino, ino[1]);
-	assert_int_equal(r[1].ino, ino[2]);
-	assert_int_equal(r[2].ino, ino[0]);
-	ext_eq(&r[1].ext, &(struct kv_extent){3, 4096, 8192, 3000});
-	/* Paged: from an offset on, at most max. */
-	assert_int_equal(idx_file_records(f->idx, 3, 1, r, 1), 1);
-	assert_int_equal(r[0].ino, ino[2]);
-	assert_int_equal(idx_file_records(f->idx, 3, 65537, r, 8), 0);
-	assert_int_equal(idx_file_records(f->idx, 9, 0, r, 8), 0);
-
-	/* Two records move to file 7 in one transaction. */
-	mv[0] = (struct idx_move){
-		.ino = ino[1], .from = r[0].ext, .to = {7, 4096, 0, 2000}};
-	assert_int_equal(idx_file_records(f->idx, 3, 0, r, 8), 3);
-	mv[0].from = r[0].ext;
-	mv[1] = (struct idx_move){
-		.ino = ino[0], .from = r[2].ext, .to = {7, 4096, 8192, 1000}};
-	assert_int_equal(idx_move_records(f->idx, mv, 2), 0);
-	got = getattr_ok(f, ino[1]);
-	ext_eq(&got.ext, &mv[0].to);
-	got = getattr_ok(f, ino[0]);
-	ext_eq(&got.ext, &mv[1].to);
-	assert_int_equal(getattr_ok(f, ino[0]).size, 1000);
-	assert_int_equal(idx_get_crcs(f->idx, ino[0], &crcs, &ncrcs), 0);
-	assert_int_equal(ncrcs, 1);
-	assert_int_equal(crcs[0], 0x11);
-	free(crcs);
-	assert_int_equal(idx_file_records(f->idx, 3, 0, r, 8), 1);
-	assert_int_equal(idx_file_records(f->idx, 7, 0, r, 8), 2);
-
-	/* A row not where the caller says: nothing moves. */
-	e = getattr_ok(f, ino[2]).ext;
-	mv[0] = (struct idx_move){
-		.ino = ino[2], .from = e, .to = {8, 4096, 0, 3000}};
-	mv[1] = (struct idx_move){.ino = ino[3],
-				  .from = {4, 4096, 4096, 4000},
-				  .to = {8, 4096, 8192, 4000}};
-	assert_int_equal(idx_move_records(f->idx, mv, 2), -ESTALE);
-	got = getattr_ok(f, ino[2]);
-	ext_eq(&got.ext, &e);
-	assert_int_equal(getattr_ok(f, ino[3]).ext.file_id, 4);
-	/* A copy of another length, or to file 0: refused. */
-	mv[0].to.len = 2999;
-	assert_int_equal(idx_move_records(f->idx, mv, 1), -EINVAL);
-	mv[0].to = (struct kv_extent){0, 4096, 0, 3000};
-	assert_int_equal(idx_move_records(f->idx, mv, 1), -EINVAL);
-	got = getattr_ok(f, ino[2]);
-	ext_eq(&got.ext, &e);
-	assert_int_equal(idx_move_records(f->idx, mv, 0), 0);
-}
-
-/* Recovery horizons: absent at first, put, replaced, dropped, reopened. */
-static void test_horizons(void **state)
-{
-	struct fx *f = *state;
-	uint32_t ids[4], put_ids[3] = {3, 1, 7}, drop_ids[2] = {7, 9};
-	uint64_t offs[4], put_offs[3] = {300, 100, 700};
-
-	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 4), 0);
-	assert_int_equal(idx_horizons_put(f->idx, 3, put_ids, put_offs), 0);
-	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 4), 3);
-	assert_int_equal(ids[0], 1);
-	assert_int_equal(offs[0], 100);
-	assert_int_equal(ids[1], 3);
-	assert_int_equal(offs[1], 300);
-	assert_int_equal(ids[2], 7);
-	assert_int_equal(offs[2], 700);
-	put_offs[0] = 4096;
-	assert_int_equal(idx_horizons_put(f->idx, 1, put_ids, put_offs), 0);
-	assert_int_equal(idx_horizons_drop(f->idx, 2, drop_ids), 0);
-	idx_close(f->idx);
-	assert_int_equal(idx_open(&f->idx, f->db, 0755, 0, 0), 0);
-	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 1), 1);
-	assert_int_equal(ids[0], 1);
-	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 4), 2);
-	assert_int_equal(ids[1], 3);
-	assert_int_equal(offs[1], 4096);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 		T(test_new_db_has_root),
 		T(test_reopen_keeps_namespace),
 		T(test_open_empty_file),
 		T(test_open_garbage),
 		T(test_open_other_application),
 		T(test_open_newer_version),
+		T(test_new_db_is_version_2),
+		T(test_upgrade_from_v1),
+		T(test_upgrade_from_v1_with_horizons),
+		T(test_open_version_3),
+		T(test_v2_without_horizons),
 		T(test_open_missing_dir),
 		T(test_corrupt_db_gives_eio),
 		T(test_open_readonly_db),
 		T(test_readonly_at_runtime),
-		T(test_create),
-		T(test_create_errors),
-		T(test_lookup_getattr),
-		T(test_readlink),
-		T(test_setattr),
-		T(test_extent_and_crcs),
-		T(test_unlink),
-		T(test_unlink_hard_links),
-		T(test_rename_simple),
-		T(test_rename_file_over_file),
-		T(test_rename_dirs_nlink),
-		T(test_rename_type_errors),
-		T(test_rename_into_own_subtree),
-		T(test_rename_same_inode),
-		T(test_rename_noreplace),
-		T(test_rename_exchange),
-		T(test_rename_errors),
-		T(test_release_inode),
-		T(test_purge_orphans),
-		T(test_datafile_refs),
-		T(test_statfs),
-		T(test_readdir),
-		T(test_readdir_cookies_stable),
-		T(test_lookup_batch),
-		T(test_xattrs),
 		T(test_race_renames_over_one_name),
 		T(test_race_unlink_vs_rename),
 		T(test_sync_during_checkpoints),
-		T(test_horizons),
-		T(test_create_ino),
-		T(test_create_ino_errors),
-		T(test_count),
-		T(test_count_corrupt),
-		T(test_file_records_and_move),
-#undef T
 	};
 
 	/* Expected refusals log errors; info lines would only be noise. */

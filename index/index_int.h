@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to index/: what index.c, schema.c, ns.c, xattr.c and records.c
+ * share. Nothing outside index/ includes this file (or sqlite3.h); the
+ * contract for callers is index.h.
+ *
+ * The files split the index by concern:
+ *   index.c    the connection: open and close, pragmas, the lock, SQLite
+ *              result codes -> -errno, statement helpers, transactions,
+ *              the WAL checkpointer thread, idx_sync and idx_set_durable
+ *   schema.c   the database layout, creating it, checking a file's format
+ *              version and upgrading older versions on open
+ *   ns.c       the namespace: inodes, directory entries, link counts
+ *   xattr.c    extended attributes
+ *   records.c  where file bytes are (records, extents, CRCs), last use for
+ *              eviction, recovery horizons, record queries for recovery/gc
+ *
+ * Statements: every SQL statement that runs more than once has an id (enum
+ * idx_sid), is prepared once by idx_open() with SQLITE_PREPARE_PERSISTENT
+ * and lives in idx->st[]. Its text is in the table of the file that uses
+ * it (idx_*_sql[], indexed by the id); idx_open() prepares the one entry
+ * each id has across those tables.
+ *
+ * Locking: idx->lock serialises every use of idx->db and idx->st[]. Every
+ * helper declared here that takes a struct idx must be called with
+ * idx->lock held, except idx_lock(), idx_enter() and idx_get(), which take
+ * it (idx_get() drops it again, idx_leave() drops what idx_enter() took).
+ * A statement is reset (idx_done()) before the lock is released, so none
+ * stays active between calls. The checkpointer's fields have their own
+ * locks (struct idx).
+ *
+ * Errors: helpers return 0 (or 1 for "a row", or a count) and -errno, with
+ * SQLite's codes mapped by idx_errno() as index.h says.
+ */
+#ifndef KVFS_INDEX_INT_H
+#define KVFS_INDEX_INT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "index.h"
+
+enum idx_sid {
+	/* index.c: transactions */
+	SID_BEGIN,
+	SID_BEGIN_WRITE,
+	SID_COMMIT,
+	SID_ROLLBACK,
+	/* ns.c */
+	SID_GETATTR,
+	SID_LOOKUP,
+	SID_READDIR,
+	SID_INSERT_INODE,
+	SID_INSERT_INODE_AT,
+	SID_INSERT_DENTRY,
+	SID_TOUCH_DIR,
+	SID_SET_NLINK,
+	SID_SET_CTIME,
+	SID_SETATTR,
+	SID_READLINK,
+	SID_DELETE_DENTRY,
+	SID_MOVE_DENTRY,
+	SID_SET_DENTRY_INO,
+	SID_HAS_CHILD,
+	SID_PARENT_OF,
+	SID_DELETE_INODE,
+	SID_DELETE_XATTRS,
+	SID_ORPHANS,
+	SID_DELETE_ORPHAN_XATTRS,
+	SID_DELETE_ORPHANS,
+	SID_STATFS,
+	SID_COUNT,
+	/* xattr.c */
+	SID_XATTR_GET,
+	SID_XATTR_SET,
+	SID_XATTR_LIST,
+	SID_XATTR_DELETE,
+	/* records.c */
+	SID_SET_EXTENT,
+	SID_GET_CRCS,
+	SID_REFS,
+	SID_TOUCH,
+	SID_LRU,
+	SID_TMP_NAMES,
+	SID_EXTENT_AT,
+	SID_RECORDS_PAST,
+	SID_NEXT_EXTENT,
+	SID_FILE_RECORDS,
+	SID_MOVE_RECORD,
+	SID_HORIZONS_GET,
+	SID_HORIZONS_PUT,
+	SID_HORIZONS_DROP,
+	IDX_NSTMT
+};
+
+/* The statement texts of each file, indexed by enum idx_sid (sparse). */
+extern const char *const idx_txn_sql[IDX_NSTMT];
+extern const char *const idx_ns_sql[IDX_NSTMT];
+extern const char *const idx_xattr_sql[IDX_NSTMT];
+extern const char *const idx_rec_sql[IDX_NSTMT];
+
+/* Columns 0..IDX_ATTR_NCOLS-1 of every statement that yields attributes. */
+#define IDX_ATTR_COLS                                                          \
+	"i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.atime_ns, "           \
+	"i.mtime_ns, i.ctime_ns, i.file_id, i.rec_off, i.hdr_len, i.rec_len"
+#define IDX_ATTR_NCOLS 13
+
+struct idx {
+	/* Serialises every use of db and st[]; the only lock of the index. */
+	pthread_mutex_t lock;
+	sqlite3 *db;		     /* protected by lock */
+	sqlite3_stmt *st[IDX_NSTMT]; /* protected by lock, reset after use */
+	int opening; /* protected by lock: idx_open() is checking the file */
+	char *path;  /* read-only after idx_open(), for log lines */
+
+	/* The checkpointer (idx_start_checkpointer), with its own lock. */
+	pthread_mutex_t ck_lock;
+	pthread_cond_t ck_cond;
+	/*
+	 * Held around every checkpoint: SQLite lets one run at a time and
+	 * answers SQLITE_BUSY at once, without the busy handler, to a second
+	 * one. Taken before idx->lock, never after it.
+	 */
+	pthread_mutex_t ck_run;
+	pthread_t ck_thread;
+	int ck_running; /* written before the thread starts / after it ends */
+	int ck_stop;	/* protected by ck_lock */
+	int ck_frames; /* WAL frames at the last commit, protected by ck_lock */
+	int ck_frames_last; /* log the last checkpoint saw; its thread only */
+};
+
+/* ---- index.c: the lock, errors, statements, transactions ---- */
+
+void idx_lock(struct idx *idx);
+void idx_unlock(struct idx *idx);
+
+/*
+ * The one place where SQLite result codes become -errno, logged under the
+ * name caller. Must run before any other call on idx->db.
+ */
+int idx_errno(struct idx *idx, int rc, const char *caller);
+#define IDX_ERR(idx, rc) idx_errno((idx), (rc), __func__)
+
+/* Binding helpers; a failed bind is a programming bug (asserted). */
+void idx_bind_i64(sqlite3_stmt *st, int i, int64_t v);
+/* Borrows s until the statement is reset (idx_done()). NULL binds NULL. */
+void idx_bind_text(sqlite3_stmt *st, int i, const char *s);
+/* Borrows p; a zero length binds an empty BLOB, not NULL. */
+void idx_bind_blob(sqlite3_stmt *st, int i, const void *p, size_t len);
+/* Binds args[0..n) to ?1..?n. */
+void idx_bind_args(sqlite3_stmt *st, const int64_t *args, int n);
+/* Resets st and drops its bindings (which may point at callers' memory). */
+void idx_done(sqlite3_stmt *st);
+
+/* One step: 1 for a row, 0 when done, -errno on failure. */
+int idx_step(struct idx *idx, sqlite3_stmt *st, const char *caller);
+#define IDX_STEP(idx, st) idx_step((idx), (st), __func__)
+/* Runs a bound statement that returns no rows, then resets it. */
+int idx_run(struct idx *idx, sqlite3_stmt *st, const char *caller);
+#define IDX_RUN(idx, st) idx_run((idx), (st), __func__)
+
+/*
+ * Statement sid with integer arguments: the pattern "bind ?1..?n, step,
+ * reset" that most statements follow. IDX_ARGS(a, b, ...) expands to the
+ * array and its length.
+ */
+#define IDX_ARGS(...)                                                          \
+	(const int64_t[]){__VA_ARGS__},                                        \
+		(int)(sizeof((const int64_t[]){__VA_ARGS__}) /                 \
+		      sizeof(int64_t))
+/* Runs sid (no rows) with args bound. */
+int idx_run_sid(struct idx *idx, int sid, const int64_t *args, int nargs,
+		const char *caller);
+#define IDX_RUN_SID(idx, sid, ...)                                             \
+	idx_run_sid((idx), (sid), IDX_ARGS(__VA_ARGS__), __func__)
+/*
+ * Steps sid once with args bound and copies its first ncols integer
+ * columns into cols: 1 for a row, 0 for none (a row whose first column is
+ * NULL, as min() of nothing gives, counts as none), -errno.
+ */
+int idx_row(struct idx *idx, int sid, const int64_t *args, int nargs,
+	    int64_t *cols, int ncols, const char *caller);
+/* idx_row() for a public reader: takes and drops idx->lock around it. */
+int idx_get(struct idx *idx, int sid, const int64_t *args, int nargs,
+	    int64_t *cols, int ncols, const char *caller);
+
+/*
+ * Takes idx->lock and opens a transaction (write: BEGIN IMMEDIATE). On
+ * failure the lock is dropped again and -errno returned.
+ */
+int idx_enter(struct idx *idx, int write);
+/*
+ * Ends the transaction idx_enter() opened (commits when rc >= 0, rolls
+ * back otherwise) and drops idx->lock. Returns rc or the commit's error.
+ */
+int idx_leave(struct idx *idx, int rc);
+
+/* Runs sql, which yields no rows, outside the statement table. */
+int idx_exec(struct idx *idx, const char *sql);
+/* Runs sql, which must yield one integer, into *out. */
+int idx_query_int(struct idx *idx, const char *sql, int64_t *out);
+/* WAL and its settings; journal_mode must be set outside a transaction. */
+int idx_set_pragmas(struct idx *idx);
+int64_t idx_now_ns(void);
+
+/* ---- schema.c ---- */
+
+/*
+ * Reads what the file at idx->path is: *version 0 for an empty database
+ * (a new file), else its format version (1..IDX_FORMAT_VERSION) once it is
+ * a kvfs database we can use. -EMEDIUMTYPE when it is not one,
+ * -EPROTONOSUPPORT when it is newer than IDX_FORMAT_VERSION.
+ */
+int idx_check_format(struct idx *idx, int64_t *version);
+/*
+ * Creates the schema (format IDX_FORMAT_VERSION) and the root directory in
+ * one transaction. Returns 1, having done nothing, when another process
+ * did so since idx_check_format().
+ */
+int idx_create_schema(struct idx *idx, uint32_t root_mode, uint32_t root_uid,
+		      uint32_t root_gid);
+/*
+ * Upgrades an older format to IDX_FORMAT_VERSION in one transaction and
+ * logs one line saying so (nothing when another process just did it).
+ */
+int idx_upgrade_schema(struct idx *idx);
+
+/* ---- ns.c: inodes and dentries, for the other files ---- */
+
+/* Inode ino: 1 and *a when it exists, 0 when not, -errno. */
+int idx_inode(struct idx *idx, uint64_t ino, struct idx_attr *a);
+
+#endif

@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the record side of index.h: extents and CRCs, releasing and
+ * purging orphans, data-file references, statfs, the rebuild's
+ * idx_create_ino, idx_count, idx_file_records, idx_move_records and the
+ * recovery horizons.
+ */
+#include "test_index_fx.h"
+
+#include <sqlite3.h>
+
+/* ---- extents ---- */
+
+static void test_extent_and_crcs(void **state)
+{
+	struct fx *f = *state;
+	uint64_t x = mkfile(f, KV_ROOT_INO, "x");
+	uint64_t d = mkdir_(f, KV_ROOT_INO, "d");
+	struct kv_extent e1 = {.file_id = 3,
+			       .hdr_len = 4096,
+			       .off = 4096,
+			       .len = 2 * KV_CHUNK_SIZE + 5};
+	struct kv_extent e2 = {
+		.file_id = 4, .hdr_len = 4096, .off = 81920, .len = 10};
+	struct kv_extent none = {0}, old;
+	uint32_t c1[3] = {1, 0xdeadbeef, 0x80000001}, c2[1] = {7};
+	uint32_t *got, n;
+	struct idx_attr a;
+	char sql[128];
+
+	assert_int_equal(idx_get_crcs(f->idx, x, &got, &n), 0);
+	assert_null(got);
+	assert_int_equal(n, 0);
+
+	memset(&old, 0xff, sizeof(old));
+	assert_int_equal(
+		idx_set_extent(f->idx, x, e1.len, T0 + 7, &e1, c1, 3, &old), 0);
+	ext_eq(&old, &none);
+	a = getattr_ok(f, x);
+	ext_eq(&a.ext, &e1);
+	assert_int_equal(a.size, e1.len);
+	assert_int_equal(a.mtime_ns, T0 + 7);
+	assert_int_equal(a.ctime_ns, T0 + 7);
+	assert_int_equal(idx_get_crcs(f->idx, x, &got, &n), 0);
+	assert_int_equal(n, 3);
+	assert_memory_equal(got, c1, sizeof(c1));
+	free(got);
+	/* Stored as little-endian uint32. */
+	snprintf(sql, sizeof(sql),
+		 "SELECT hex(crcs) FROM inodes WHERE ino = %" PRIu64, x);
+	assert_sql_text(f->db, sql, "01000000EFBEADDE01000080");
+	statfs_eq(f, 3, e1.len);
+
+	assert_int_equal(
+		idx_set_extent(f->idx, x, 10, T0 + 8, &e2, c2, 1, &old), 0);
+	ext_eq(&old, &e1);
+	assert_int_equal(idx_get_crcs(f->idx, x, &got, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(got[0], 7);
+	free(got);
+
+	/* Back to empty: no record, no CRCs. */
+	assert_int_equal(
+		idx_set_extent(f->idx, x, 0, T0 + 9, &none, NULL, 0, &old), 0);
+	ext_eq(&old, &e2);
+	assert_int_equal(idx_get_crcs(f->idx, x, &got, &n), 0);
+	assert_null(got);
+	assert_int_equal(n, 0);
+	statfs_eq(f, 3, 0);
+
+	/* Errors change nothing. */
+	assert_int_equal(
+		idx_set_extent(f->idx, x, e1.len, NOW, &e1, c1, 2, &old),
+		-EINVAL);
+	assert_int_equal(idx_set_extent(f->idx, x, 0, NOW, &none, c1, 1, &old),
+			 -EINVAL);
+	assert_int_equal(idx_set_extent(f->idx, d, 10, NOW, &e2, c2, 1, &old),
+			 -EINVAL);
+	assert_int_equal(idx_set_extent(f->idx, 999, 10, NOW, &e2, c2, 1, &old),
+			 -ENOENT);
+	assert_int_equal(idx_get_crcs(f->idx, 999, &got, &n), -ENOENT);
+	a = getattr_ok(f, x);
+	ext_eq(&a.ext, &none);
+	assert_int_equal(a.mtime_ns, T0 + 9);
+}
+
+/* ---- release, purge, refs, statfs ---- */
+
+static void test_release_inode(void **state)
+{
+	struct fx *f = *state;
+	uint64_t x = mkfile(f, KV_ROOT_INO, "x");
+	uint64_t ino;
+	uint32_t nlink;
+	struct kv_extent e, want = {5, 4096, 12288, 3000};
+	uint32_t crc = 9;
+	char sql[128];
+
+	assert_int_equal(
+		idx_set_extent(f->idx, x, 3000, NOW, &want, &crc, 1, &e), 0);
+	assert_int_equal(idx_setxattr(f->idx, x, "user.a", "1", 1, 0), 0);
+	assert_int_equal(idx_release_inode(f->idx, x, &e), -EBUSY);
+	assert_int_equal(idx_release_inode(f->idx, KV_ROOT_INO, &e), -EBUSY);
+	assert_int_equal(idx_release_inode(f->idx, 999, &e), -ENOENT);
+	assert_int_equal(
+		idx_unlink(f->idx, KV_ROOT_INO, "x", 0, NOW, &ino, &nlink), 0);
+	memset(&e, 0, sizeof(e));
+	assert_int_equal(idx_release_inode(f->idx, x, &e), 0);
+	ext_eq(&e, &want);
+	assert_int_equal(idx_release_inode(f->idx, x, &e), -ENOENT);
+	assert_int_equal(idx_getattr(f->idx, x, &(struct idx_attr){0}),
+			 -ENOENT);
+	snprintf(sql, sizeof(sql),
+		 "SELECT count(*) FROM xattrs WHERE ino = %" PRIu64, x);
+	assert_sql_text(f->db, sql, "0");
+	statfs_eq(f, 1, 0);
+}
+
+struct purged {
+	int n;
+	struct kv_extent e[8];
+};
+
+static void purge_fn(void *arg, const struct kv_extent *ext)
+{
+	struct purged *p = arg;
+
+	assert_true(p->n < 8);
+	p->e[p->n++] = *ext;
+}
+
+static void test_purge_orphans(void **state)
+{
+	struct fx *f = *state;
+	uint64_t a = mkfile(f, KV_ROOT_INO, "a");
+	uint64_t b = mkfile(f, KV_ROOT_INO, "b");
+	uint64_t c = mkdir_(f, KV_ROOT_INO, "c");
+	uint64_t live = mkfile(f, KV_ROOT_INO, "live");
+	struct purged p = {0};
+	uint64_t refs;
+
+	give_extent(f, a, 11, 0, 100);
+	give_extent(f, b, 12, 4096, 200);
+	give_extent(f, live, 11, 8192, 300);
+	assert_int_equal(idx_setxattr(f->idx, a, "user.z", "z", 1, 0), 0);
+	assert_int_equal(idx_purge_orphans(f->idx, purge_fn, &p), 0);
+	assert_int_equal(p.n, 0);
+	assert_int_equal(unl(f, KV_ROOT_INO, "a", 0), 0);
+	assert_int_equal(unl(f, KV_ROOT_INO, "b", 0), 0);
+	assert_int_equal(unl(f, KV_ROOT_INO, "c", 1), 0);
+	statfs_eq(f, 2, 600);
+	assert_int_equal(idx_datafile_refs(f->idx, 11, &refs), 0);
+	assert_int_equal(refs, 2);
+
+	assert_int_equal(idx_purge_orphans(f->idx, purge_fn, &p), 3);
+	assert_int_equal(p.n, 2); /* the directory had no extent */
+	if (p.e[0].file_id != 11) {
+		struct kv_extent t = p.e[0];
+
+		p.e[0] = p.e[1];
+		p.e[1] = t;
+	}
+	ext_eq(&p.e[0], &(struct kv_extent){11, 4096, 0, 100});
+	ext_eq(&p.e[1], &(struct kv_extent){12, 4096, 4096, 200});
+	assert_int_equal(idx_getattr(f->idx, a, &(struct idx_attr){0}),
+			 -ENOENT);
+	assert_int_equal(idx_getattr(f->idx, b, &(struct idx_attr){0}),
+			 -ENOENT);
+	assert_int_equal(idx_getattr(f->idx, c, &(struct idx_attr){0}),
+			 -ENOENT);
+	assert_int_equal(getattr_ok(f, live).ext.file_id, 11);
+	assert_sql_text(f->db, "SELECT count(*) FROM xattrs", "0");
+	statfs_eq(f, 2, 300);
+	assert_int_equal(idx_datafile_refs(f->idx, 11, &refs), 0);
+	assert_int_equal(refs, 1);
+	assert_int_equal(idx_purge_orphans(f->idx, NULL, NULL), 0);
+}
+
+static void test_datafile_refs(void **state)
+{
+	struct fx *f = *state;
+	uint64_t a = mkfile(f, KV_ROOT_INO, "a");
+	uint64_t b = mkfile(f, KV_ROOT_INO, "b");
+	uint64_t c = mkfile(f, KV_ROOT_INO, "c");
+	uint64_t n = 99;
+	struct kv_extent old;
+
+	assert_int_equal(idx_datafile_refs(f->idx, 7, &n), 0);
+	assert_int_equal(n, 0);
+	give_extent(f, a, 7, 0, 10);
+	give_extent(f, b, 7, 8192, 10);
+	give_extent(f, c, 8, 0, 10);
+	assert_int_equal(idx_datafile_refs(f->idx, 7, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(idx_datafile_refs(f->idx, 8, &n), 0);
+	assert_int_equal(n, 1);
+	/* A new record for b moves its reference. */
+	give_extent(f, b, 8, 8192, 10);
+	assert_int_equal(idx_datafile_refs(f->idx, 7, &n), 0);
+	assert_int_equal(n, 1);
+	/* An orphan's record is in use until the inode is released. */
+	assert_int_equal(unl(f, KV_ROOT_INO, "a", 0), 0);
+	assert_int_equal(idx_datafile_refs(f->idx, 7, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(idx_release_inode(f->idx, a, &old), 0);
+	assert_int_equal(old.file_id, 7);
+	assert_int_equal(idx_datafile_refs(f->idx, 7, &n), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(idx_datafile_refs(f->idx, 8, &n), 0);
+	assert_int_equal(n, 2);
+}
+
+static void test_statfs(void **state)
+{
+	struct fx *f = *state;
+	uint64_t d, x, y;
+	struct idx_attr a;
+
+	statfs_eq(f, 1, 0);
+	d = mkdir_(f, KV_ROOT_INO, "d");
+	x = mkfile(f, d, "x");
+	y = mkfile(f, d, "y");
+	mk(f, d, "l", S_IFLNK | 0777); /* its size is not file data */
+	statfs_eq(f, 5, 0);
+	give_extent(f, x, 1, 0, 1000);
+	give_extent(f, y, 1, 8192, 24);
+	statfs_eq(f, 5, 1024);
+	a = getattr_ok(f, x);
+	a.size = 10;
+	assert_int_equal(idx_setattr(f->idx, &a), 0);
+	statfs_eq(f, 5, 34);
+	assert_int_equal(ren(f, d, "x", d, "y", 0, NULL, NULL), 0);
+	statfs_eq(f, 4, 34); /* y is an orphan, its bytes still count */
+	assert_int_equal(idx_release_inode(f->idx, y, NULL), 0);
+	statfs_eq(f, 4, 10);
+	assert_int_equal(unl(f, d, "y", 0), 0);
+	assert_int_equal(unl(f, d, "l", 0), 0);
+	assert_int_equal(idx_purge_orphans(f->idx, NULL, NULL), 2);
+	statfs_eq(f, 2, 0);
+	fx_reopen(f);
+	statfs_eq(f, 2, 0);
+}
+
+/* ---- idx_create_ino, idx_count, idx_file_records, idx_move_records ---- */
+
+static void test_create_ino(void **state)
+{
+	struct fx *f = *state;
+	struct idx_attr a = new_attr(S_IFREG | 0644),
+			d = new_attr(S_IFDIR | 0755);
+	uint64_t later;
+
+	a.size = 77; /* ignored: a new file has no record */
+	assert_int_equal(idx_create_ino(f->idx, KV_ROOT_INO, "dir", &d, 40), 0);
+	assert_int_equal(d.ino, 40);
+	assert_int_equal(d.nlink, 2);
+	assert_int_equal(idx_create_ino(f->idx, 40, "f", &a, 1000), 0);
+	assert_int_equal(a.ino, 1000);
+	assert_int_equal(a.nlink, 1);
+	assert_int_equal(a.size, 0);
+	assert_int_equal(a.ext.file_id, 0);
+	assert_int_equal(lookup_ino(f, 40, "f"), 1000);
+	assert_int_equal(getattr_ok(f, 1000).size, 0);
+	/* The parent counts its new subdirectory. */
+	assert_int_equal(nlink_of(f, KV_ROOT_INO), 3);
+	/* Numbers below an existing one may still be used ... */
+	a = new_attr(S_IFREG | 0644);
+	assert_int_equal(idx_create_ino(f->idx, 40, "g", &a, 500), 0);
+	/* ... and plain creates number above every inode so far. */
+	later = mkfile(f, KV_ROOT_INO, "later");
+	assert_true(later > 1000);
+	statfs_eq(f, 5, 0);
+}
+
+static void test_create_ino_errors(void **state)
+{
+	struct fx *f = *state;
+	struct idx_attr a = new_attr(S_IFREG | 0644);
+	uint64_t dir = mkdir_(f, KV_ROOT_INO, "d"), file;
+
+	assert_int_equal(idx_create_ino(f->idx, dir, "x", &a, 100), 0);
+	file = a.ino;
+	/* An inode number in use, even under another name. */
+	a = new_attr(S_IFREG | 0644);
+	assert_int_equal(idx_create_ino(f->idx, dir, "y", &a, 100), -EEXIST);
+	assert_int_equal(idx_create_ino(f->idx, dir, "y", &a, dir), -EEXIST);
+	/* A name in use. */
+	assert_int_equal(idx_create_ino(f->idx, dir, "x", &a, 101), -EEXIST);
+	/* Not a file or a directory, or not a number it may give. */
+	a = new_attr(S_IFLNK | 0777);
+	assert_int_equal(idx_create_ino(f->idx, dir, "l", &a, 102), -EINVAL);
+	a = new_attr(S_IFIFO | 0644);
+	assert_int_equal(idx_create_ino(f->idx, dir, "p", &a, 103), -EINVAL);
+	a = new_attr(S_IFREG | 0644);
+	assert_int_equal(idx_create_ino(f->idx, dir, "r", &a, KV_ROOT_INO),
+			 -EINVAL);
+	assert_int_equal(idx_create_ino(f->idx, dir, "z", &a, 0), -EINVAL);
+	assert_int_equal(
+		idx_create_ino(f->idx, dir, "big", &a, (uint64_t)INT64_MAX + 1),
+		-EINVAL);
+	/* Parents that cannot hold it. */
+	assert_int_equal(idx_create_ino(f->idx, 9999, "n", &a, 104), -ENOENT);
+	assert_int_equal(idx_create_ino(f->idx, file, "n", &a, 105), -ENOTDIR);
+	assert_int_equal(idx_create_ino(f->idx, dir, "", &a, 106), -EINVAL);
+	assert_absent(f, dir, "y");
+	assert_absent(f, dir, "l");
+	assert_absent(f, dir, "n");
+	assert_int_equal(idx_getattr(f->idx, 101, &a), -ENOENT);
+	assert_int_equal(idx_getattr(f->idx, 102, &a), -ENOENT);
+	statfs_eq(f, 3, 0);
+}
+
+static void test_count(void **state)
+{
+	struct fx *f = *state;
+	struct idx_counts c;
+	struct idx_attr a = new_attr(S_IFLNK | 0777);
+	uint64_t dir, f1, f2, f3, open;
+	uint32_t nlink;
+	uint64_t ino;
+
+	assert_int_equal(idx_count(f->idx, &c), 0);
+	assert_int_equal(c.files, 0);
+	assert_int_equal(c.dirs, 1); /* the root */
+	assert_int_equal(c.others + c.orphans + c.records + c.record_bytes, 0);
+
+	dir = mkdir_(f, KV_ROOT_INO, "d");
+	f1 = mkfile(f, dir, "f1");
+	f2 = mkfile(f, dir, "f2");
+	f3 = mkfile(f, dir, "empty");
+	open = mkfile(f, dir, "open");
+	(void)f3;
+	assert_int_equal(idx_create(f->idx, dir, "ln", &a, "f1"), 0);
+	a = new_attr(S_IFIFO | 0600);
+	assert_int_equal(idx_create(f->idx, dir, "fifo", &a, NULL), 0);
+	give_extent(f, f1, 1, 0, 5000);
+	give_extent(f, f2, 2, 8192, 300000);
+	give_extent(f, open, 1, 16384, 100);
+	/* Unlinked while open: an orphan whose record is still counted. */
+	assert_int_equal(idx_unlink(f->idx, dir, "open", 0, NOW, &ino, &nlink),
+			 0);
+	assert_int_equal(ino, open);
+	assert_int_equal(nlink, 0);
+
+	assert_int_equal(idx_count(f->idx, &c), 0);
+	assert_int_equal(c.files, 3);
+	assert_int_equal(c.dirs, 2);
+	assert_int_equal(c.others, 2);
+	assert_int_equal(c.orphans, 1);
+	assert_int_equal(c.records, 3);
+	assert_int_equal(c.record_bytes, 5000 + 300000 + 100);
+
+	/* Released, the orphan and its record are gone from the counts. */
+	{
+		struct kv_extent e;
+
+		assert_int_equal(idx_release_inode(f->idx, open, &e), 0);
+	}
+	assert_int_equal(idx_count(f->idx, &c), 0);
+	assert_int_equal(c.orphans, 0);
+	assert_int_equal(c.records, 2);
+	assert_int_equal(c.record_bytes, 5000 + 300000);
+}
+
+static void test_count_corrupt(void **state)
+{
+	struct fx *f = *state;
+	struct idx_counts c;
+
+	mkfile(f, KV_ROOT_INO, "a");
+	/* The inode table goes behind its back: no count, an error. */
+	sql_exec(f->db, "DROP TABLE inodes;");
+	assert_int_equal(idx_count(f->idx, &c), -EIO);
+}
+
+static void test_file_records_and_move(void **state)
+{
+	struct fx *f = *state;
+	struct idx_rec r[8];
+	uint64_t ino[5];
+	struct idx_move mv[2];
+	struct kv_extent e;
+	uint32_t *crcs, ncrcs;
+	struct idx_attr got;
+	char name[8];
+
+	for (int i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		ino[i] = mkfile(f, KV_ROOT_INO, name);
+	}
+	/* Records in file 3 at 3 offsets, not in order of creation. */
+	give_extent(f, ino[0], 3, 65536, 1000);
+	give_extent(f, ino[1], 3, 0, 2000);
+	give_extent(f, ino[2], 3, 8192, 3000);
+	give_extent(f, ino[3], 4, 0, 4000);
+	assert_int_equal(idx_file_records(f->idx, 3, 0, r, 8), 3);
+	assert_int_equal(r[0].ino, ino[1]);
+	assert_int_equal(r[1].ino, ino[2]);
+	assert_int_equal(r[2].ino, ino[0]);
+	ext_eq(&r[1].ext, &(struct kv_extent){3, 4096, 8192, 3000});
+	/* Paged: from an offset on, at most max. */
+	assert_int_equal(idx_file_records(f->idx, 3, 1, r, 1), 1);
+	assert_int_equal(r[0].ino, ino[2]);
+	assert_int_equal(idx_file_records(f->idx, 3, 65537, r, 8), 0);
+	assert_int_equal(idx_file_records(f->idx, 9, 0, r, 8), 0);
+
+	/* Two records move to file 7 in one transaction. */
+	mv[0] = (struct idx_move){
+		.ino = ino[1], .from = r[0].ext, .to = {7, 4096, 0, 2000}};
+	assert_int_equal(idx_file_records(f->idx, 3, 0, r, 8), 3);
+	mv[0].from = r[0].ext;
+	mv[1] = (struct idx_move){
+		.ino = ino[0], .from = r[2].ext, .to = {7, 4096, 8192, 1000}};
+	assert_int_equal(idx_move_records(f->idx, mv, 2), 0);
+	got = getattr_ok(f, ino[1]);
+	ext_eq(&got.ext, &mv[0].to);
+	got = getattr_ok(f, ino[0]);
+	ext_eq(&got.ext, &mv[1].to);
+	assert_int_equal(getattr_ok(f, ino[0]).size, 1000);
+	assert_int_equal(idx_get_crcs(f->idx, ino[0], &crcs, &ncrcs), 0);
+	assert_int_equal(ncrcs, 1);
+	assert_int_equal(crcs[0], 0x11);
+	free(crcs);
+	assert_int_equal(idx_file_records(f->idx, 3, 0, r, 8), 1);
+	assert_int_equal(idx_file_records(f->idx, 7, 0, r, 8), 2);
+
+	/* A row not where the caller says: nothing moves. */
+	e = getattr_ok(f, ino[2]).ext;
+	mv[0] = (struct idx_move){
+		.ino = ino[2], .from = e, .to = {8, 4096, 0, 3000}};
+	mv[1] = (struct idx_move){.ino = ino[3],
+				  .from = {4, 4096, 4096, 4000},
+				  .to = {8, 4096, 8192, 4000}};
+	assert_int_equal(idx_move_records(f->idx, mv, 2), -ESTALE);
+	got = getattr_ok(f, ino[2]);
+	ext_eq(&got.ext, &e);
+	assert_int_equal(getattr_ok(f, ino[3]).ext.file_id, 4);
+	/* A copy of another length, or to file 0: refused. */
+	mv[0].to.len = 2999;
+	assert_int_equal(idx_move_records(f->idx, mv, 1), -EINVAL);
+	mv[0].to = (struct kv_extent){0, 4096, 0, 3000};
+	assert_int_equal(idx_move_records(f->idx, mv, 1), -EINVAL);
+	got = getattr_ok(f, ino[2]);
+	ext_eq(&got.ext, &e);
+	assert_int_equal(idx_move_records(f->idx, mv, 0), 0);
+}
+
+/* Recovery horizons: absent at first, put, replaced, dropped, reopened. */
+static void test_horizons(void **state)
+{
+	struct fx *f = *state;
+	uint32_t ids[4], put_ids[3] = {3, 1, 7}, drop_ids[2] = {7, 9};
+	uint64_t offs[4], put_offs[3] = {300, 100, 700};
+
+	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 4), 0);
+	assert_int_equal(idx_horizons_put(f->idx, 3, put_ids, put_offs), 0);
+	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 4), 3);
+	assert_int_equal(ids[0], 1);
+	assert_int_equal(offs[0], 100);
+	assert_int_equal(ids[1], 3);
+	assert_int_equal(offs[1], 300);
+	assert_int_equal(ids[2], 7);
+	assert_int_equal(offs[2], 700);
+	put_offs[0] = 4096;
+	assert_int_equal(idx_horizons_put(f->idx, 1, put_ids, put_offs), 0);
+	assert_int_equal(idx_horizons_drop(f->idx, 2, drop_ids), 0);
+	idx_close(f->idx);
+	assert_int_equal(idx_open(&f->idx, f->db, 0755, 0, 0), 0);
+	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 1), 1);
+	assert_int_equal(ids[0], 1);
+	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 4), 2);
+	assert_int_equal(ids[1], 3);
+	assert_int_equal(offs[1], 4096);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_extent_and_crcs),
+		T(test_release_inode),
+		T(test_purge_orphans),
+		T(test_datafile_refs),
+		T(test_statfs),
+		T(test_horizons),
+		T(test_create_ino),
+		T(test_create_ino_errors),
+		T(test_count),
+		T(test_count_corrupt),
+		T(test_file_records_and_move),
+	};
+
+	/* Expected refusals log errors; info lines would only be noise. */
+	log_set_level(LOG_LVL_WARN);
+	return cmocka_run_group_tests_name("index_records", tests, NULL, NULL);
+}
