@@ -240,6 +240,7 @@ void record_iter_skip(struct record_iter *it)
 void record_iter_seek(struct record_iter *it, uint64_t off)
 {
 	it->off = off;
+	it->buf_len = 0; /* the caller may have written there: read anew */
 }
 
 uint64_t record_iter_tell(const struct record_iter *it)

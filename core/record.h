@@ -169,7 +169,10 @@ void record_iter_close(struct record_iter *it);
 int record_iter_next(struct record_iter *it, struct record *r);
 /* Moves the walk one page (KV_ALIGN) on, to look for a header there. */
 void record_iter_skip(struct record_iter *it);
-/* Moves the walk to off. */
+/*
+ * Moves the walk to off, forgetting the bytes read so far (the walk reads a
+ * window at a time and does not see later writes to bytes it holds).
+ */
 void record_iter_seek(struct record_iter *it, uint64_t off);
 /* Where the next record_iter_next() looks (before skipping anything). */
 uint64_t record_iter_tell(const struct record_iter *it);
