@@ -1222,7 +1222,7 @@ static void test_transient_read_retries(void **state)
 }
 
 /*
- * STYLE.md fault loop: fail pwritev call N = 1, 2, ... until the append
+ * Fault loop: fail pwritev call N = 1, 2, ... until the append
  * succeeds. Writes move at most 8 KiB so an append takes several calls.
  */
 static void ts_fault_loop_append(struct ts_ctx *t, int err)

@@ -499,7 +499,10 @@ static void test_mark_miss_flips_cached_verdict_without_reprobing(void **state)
 	assert_int_equal(vc_mark_miss(fx->vc, TV_PARENT, "zz", gen), 0);
 	assert_false(tv_known(fx, "zz"));
 	assert_int_equal(tv_stats(fx).marked_misses, 1);
-	/* Cleanup works; kvfs keeps the quarantined miss (DESIGN 4). */
+	/*
+	 * Cleanup works; kvfs keeps the quarantined miss (until the name is
+	 * stored again or an operator clears it; kvfs(7), FAILURE POLICY).
+	 */
 	assert_int_equal(vc_req_cleanup(fx->vc, 1), 1);
 	assert_true(tv_info(fx, "a").quarantined);
 	assert_int_equal(tv_info(fx, "a").nrefs, 0);
