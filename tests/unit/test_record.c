@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for the walk over a data file's records (core/record.c):
+ * Unit tests for the record codec (core/record.c: header encode and decode,
+ * chunk CRCs; and CRC32C itself, core/crc32c.c) and the walk over a data
+ * file's records:
  * whole records from the start or from an offset, clean end, a torn header
  * and a short payload at the tail, garbage and holes between records (with
  * and without resync and hole skipping), headers longer than the read
@@ -25,6 +27,312 @@
 #include "fake_io.h"
 #include "kvtypes.h"
 #include "record.h"
+#include "test_store.h"
+
+/* Frees what a failed codec test left (cmocka longjmps out of it). */
+static int tr_codec_teardown(void **state)
+{
+	(void)state;
+	ts_free_all();
+	return 0;
+}
+
+/* ---- crc32c ---- */
+
+static void test_crc32c_vectors(void **state)
+{
+	unsigned char b[32];
+
+	(void)state;
+	assert_int_equal(crc32c(0, "123456789", 9), 0xe3069283u);
+	assert_int_equal(ts_ref_crc32c(0, "123456789", 9), 0xe3069283u);
+	/* RFC 3720 B.4 */
+	memset(b, 0, sizeof(b));
+	assert_int_equal(crc32c(0, b, sizeof(b)), 0x8a9136aau);
+	memset(b, 0xff, sizeof(b));
+	assert_int_equal(crc32c(0, b, sizeof(b)), 0x62a8ab43u);
+	for (int i = 0; i < 32; i++)
+		b[i] = (unsigned char)i;
+	assert_int_equal(crc32c(0, b, sizeof(b)), 0x46dd794eu);
+	for (int i = 0; i < 32; i++)
+		b[i] = (unsigned char)(31 - i);
+	assert_int_equal(crc32c(0, b, sizeof(b)), 0x113fdb5cu);
+	/* An empty extension changes nothing. */
+	assert_int_equal(crc32c(0, b, 0), 0);
+	assert_int_equal(crc32c(0xdeadbeefu, b, 0), 0xdeadbeefu);
+}
+
+static void test_crc32c_incremental_unaligned(void **state)
+{
+	enum { LEN = 4096 + 64 };
+	unsigned char *buf = ts_alloc(LEN);
+	uint32_t whole;
+
+	(void)state;
+	assert_non_null(buf);
+	for (size_t i = 0; i < LEN; i++)
+		buf[i] = ts_byte(7, i);
+	/* Every start alignment and short lengths (the byte tail paths). */
+	for (size_t start = 0; start < 16; start++)
+		for (size_t len = 0; len <= 300; len++)
+			assert_int_equal(crc32c(0, buf + start, len),
+					 ts_ref_crc32c(0, buf + start, len));
+	for (size_t start = 0; start < 16; start++)
+		assert_int_equal(crc32c(0, buf + start, 4096 + 33),
+				 ts_ref_crc32c(0, buf + start, 4096 + 33));
+	/* Incremental over any split point equals one shot. */
+	whole = crc32c(0, buf, 4096);
+	assert_int_equal(whole, ts_ref_crc32c(0, buf, 4096));
+	for (size_t k = 0; k <= 4096; k++) {
+		uint32_t c = crc32c(0, buf, k);
+
+		assert_int_equal(crc32c(c, buf + k, 4096 - k), whole);
+	}
+	for (size_t k = 1; k < 64; k += 3) {
+		uint32_t c = crc32c(0, buf, k);
+
+		c = crc32c(c, buf + k, 2 * k + 1);
+		c = crc32c(c, buf + 3 * k + 1, 4096 - (3 * k + 1));
+		assert_int_equal(c, whole);
+	}
+	ts_free(buf);
+}
+
+/* ---- header format ---- */
+
+static void ts_hdr_roundtrip(uint64_t len, size_t path_len, uint32_t type)
+{
+	const uint64_t seq = 0x0102030405060708ull + len;
+	const uint64_t ino = 0x1122334455667788ull ^ path_len;
+	uint32_t n = kv_nchunks(len), hl, *crcs;
+	uint64_t raw = TS_HDR_FIXED + 4ull * n + 4 + path_len;
+	struct store_hdr d;
+	unsigned char *h;
+	char *path;
+
+	crcs = ts_calloc(n ? n : 1, sizeof(*crcs));
+	path = ts_alloc(path_len + 1);
+	assert_non_null(crcs);
+	assert_non_null(path);
+	for (uint32_t i = 0; i < n; i++)
+		crcs[i] = 0x9e3779b9u * (i + 1) ^ (uint32_t)len;
+	for (size_t i = 0; i < path_len; i++)
+		path[i] = i % 16 == 0 ? '/' : (char)('a' + i % 26);
+
+	hl = store_hdr_len(len, path_len);
+	assert_int_equal(hl % KV_ALIGN, 0);
+	assert_true(hl >= raw);
+	assert_true(hl - raw < KV_ALIGN);
+	h = ts_alloc(hl + KV_ALIGN);
+	assert_non_null(h);
+	memset(h, 0xa5, hl + KV_ALIGN);
+	assert_int_equal(
+		store_hdr_encode(h, type, seq, ino, len, crcs, path, path_len),
+		hl);
+	for (uint32_t i = hl; i < hl + KV_ALIGN; i++)
+		assert_int_equal(h[i], 0xa5);
+
+	/* The documented layout, byte for byte. */
+	assert_memory_equal(h, "KVFSREC1", 8);
+	assert_int_equal(ts_le32(h + 8), STORE_FORMAT_VERSION);
+	assert_int_equal(ts_le32(h + 12), type);
+	assert_int_equal(ts_le32(h + 16), hl);
+	assert_int_equal(ts_le32(h + 20), ts_hdr_crc(h, hl));
+	assert_int_equal(ts_le64(h + 24), seq);
+	assert_int_equal(ts_le64(h + 32), ino);
+	assert_int_equal(ts_le64(h + 40), len);
+	assert_int_equal(ts_le32(h + 48), KV_CHUNK_SIZE);
+	assert_int_equal(ts_le32(h + 52), n);
+	for (uint32_t i = 0; i < n; i++)
+		assert_int_equal(ts_le32(h + TS_HDR_FIXED + 4 * i), crcs[i]);
+	assert_int_equal(ts_le32(h + TS_HDR_FIXED + 4 * n), path_len);
+	if (path_len)
+		assert_memory_equal(h + TS_HDR_FIXED + 4 * n + 4, path,
+				    path_len);
+	for (uint64_t i = raw; i < hl; i++)
+		assert_int_equal(h[i], 0);
+
+	memset(&d, 0xcc, sizeof(d));
+	assert_int_equal(store_hdr_decode(h, hl, &d), 0);
+	assert_int_equal(d.type, type);
+	assert_int_equal(d.hdr_len, hl);
+	assert_int_equal(d.seq, seq);
+	assert_int_equal(d.ino, ino);
+	assert_int_equal(d.len, len);
+	assert_int_equal(d.nchunks, n);
+	assert_ptr_equal(d.crcs, h + TS_HDR_FIXED);
+	for (uint32_t i = 0; i < n; i++)
+		assert_int_equal(ts_le32(d.crcs + 4 * i), crcs[i]);
+	assert_int_equal(d.path_len, path_len);
+	if (path_len)
+		assert_memory_equal(d.path, path, path_len);
+	/* More bytes than the header is fine; fewer asks for more. */
+	assert_int_equal(store_hdr_decode(h, hl + KV_ALIGN, &d), 0);
+	assert_int_equal(store_hdr_decode(h, hl - 1, &d), -EAGAIN);
+	assert_int_equal(store_hdr_decode(h, TS_HDR_FIXED, &d), -EAGAIN);
+	if (hl > KV_ALIGN)
+		assert_int_equal(store_hdr_decode(h, KV_ALIGN, &d), -EAGAIN);
+	ts_free(h);
+	ts_free(path);
+	ts_free(crcs);
+}
+
+static void test_hdr_roundtrip(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < TS_NSIZES; i++) {
+		uint64_t len = ts_sizes[i];
+		uint32_t n = kv_nchunks(len);
+		/* The longest path whose header still fits one page. */
+		size_t fit = KV_ALIGN - TS_HDR_FIXED - 4 * n - 4;
+		size_t plens[] = {0, 1, 22, fit, fit + 1, STORE_PATH_MAX};
+
+		for (size_t j = 0; j < sizeof(plens) / sizeof(plens[0]); j++)
+			ts_hdr_roundtrip(len, plens[j], STORE_REC_DATA);
+		assert_int_equal(store_hdr_len(len, fit), KV_ALIGN);
+		assert_int_equal(store_hdr_len(len, fit + 1), 2 * KV_ALIGN);
+		assert_true(store_hdr_len(len, STORE_PATH_MAX) > KV_ALIGN);
+	}
+	ts_hdr_roundtrip(0, 17, STORE_REC_NAME);
+	ts_hdr_roundtrip(0, STORE_PATH_MAX, STORE_REC_NAME);
+}
+
+/* A valid header to corrupt: 3 chunks, path of path_len bytes. */
+static unsigned char *ts_mk_hdr(size_t path_len, uint32_t *hl)
+{
+	const uint64_t len = 2ull * KV_CHUNK_SIZE + 1;
+	uint32_t crcs[3] = {0x11111111u, 0x22222222u, 0x33333333u};
+	char *path = ts_alloc(path_len + 1);
+	unsigned char *h;
+	struct store_hdr d;
+
+	assert_non_null(path);
+	memset(path, 'p', path_len);
+	*hl = store_hdr_len(len, path_len);
+	h = ts_alloc(*hl);
+	assert_non_null(h);
+	store_hdr_encode(h, STORE_REC_DATA, 99, 5, len, crcs, path, path_len);
+	assert_int_equal(store_hdr_decode(h, *hl, &d), 0);
+	ts_free(path);
+	return h;
+}
+
+static void test_hdr_decode_rejects(void **state)
+{
+	struct store_hdr d;
+	unsigned char *h, *c;
+	uint32_t hl;
+
+	(void)state;
+	h = ts_mk_hdr(9, &hl);
+	assert_int_equal(hl, KV_ALIGN);
+	c = ts_alloc(hl);
+	assert_non_null(c);
+
+	/* Bad magic, each byte, even with a correct CRC. */
+	for (int i = 0; i < 8; i++) {
+		memcpy(c, h, hl);
+		c[i] ^= 0x20;
+		ts_hdr_reseal(c, hl);
+		assert_int_equal(store_hdr_decode(c, hl, &d), -EINVAL);
+	}
+	/* Field edits, resealed so the field check (not the CRC) decides. */
+	{
+		static const struct {
+			unsigned off, width;
+			uint64_t val;
+		} bad[] = {
+			{8, 4, 0},
+			{8, 4, STORE_FORMAT_VERSION + 1},
+			{12, 4, 0},
+			{12, 4, 3},
+			{16, 4, 0},
+			{16, 4, KV_ALIGN / 2},
+			{16, 4, KV_ALIGN + 1},
+			{48, 4, KV_CHUNK_SIZE / 2},
+			{52, 4, 2}, /* chunk count one short */
+			{52, 4, 4}, /* one too many */
+			{52, 4, 0},
+			{40, 8, 3ull * KV_CHUNK_SIZE + 1}, /* length needs 4 */
+			{40, 8, 2ull * KV_CHUNK_SIZE},	   /* length needs 2 */
+			{40, 8, 0},
+			/* path runs past the header */
+			{TS_HDR_FIXED + 12, 4,
+			 KV_ALIGN - TS_HDR_FIXED - 16 + 1},
+			{TS_HDR_FIXED + 12, 4, 0xffffffffu},
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			memcpy(c, h, hl);
+			if (bad[i].width == 4)
+				ts_put_le32(c + bad[i].off,
+					    (uint32_t)bad[i].val);
+			else
+				ts_put_le64(c + bad[i].off, bad[i].val);
+			ts_hdr_reseal(c, hl);
+			if (store_hdr_decode(c, hl, &d) != -EINVAL)
+				fail_msg("field at %u = %llu accepted",
+					 bad[i].off,
+					 (unsigned long long)bad[i].val);
+		}
+	}
+	/* The reseal itself is sound: edits that stay consistent pass. */
+	memcpy(c, h, hl);
+	ts_put_le64(c + 40, 2ull * KV_CHUNK_SIZE + 77);
+	ts_put_le32(c + TS_HDR_FIXED + 12, KV_ALIGN - TS_HDR_FIXED - 16);
+	ts_hdr_reseal(c, hl);
+	assert_int_equal(store_hdr_decode(c, hl, &d), 0);
+	assert_int_equal(d.len, 2ull * KV_CHUNK_SIZE + 77);
+	assert_int_equal(d.path_len, KV_ALIGN - TS_HDR_FIXED - 16);
+
+	/* Too few bytes for the header it announces. */
+	assert_int_equal(store_hdr_decode(h, hl - 1, &d), -EAGAIN);
+	assert_int_equal(store_hdr_decode(h, 100, &d), -EAGAIN);
+	ts_free(c);
+	ts_free(h);
+}
+
+/*
+ * A flipped byte anywhere is caught. A flip in the header length may
+ * instead announce a longer header than we have: -EAGAIN (read more),
+ * which a torn tail then turns into a rejection.
+ */
+static void test_hdr_decode_flips(void **state)
+{
+	struct store_hdr d;
+	unsigned char *h, *c;
+	uint32_t hl;
+
+	(void)state;
+	for (int v = 0; v < 2; v++) {
+		size_t plen = v ? STORE_PATH_MAX : 9;
+
+		h = ts_mk_hdr(plen, &hl);
+		c = ts_alloc(hl);
+		assert_non_null(c);
+		for (uint32_t i = 0; i < hl; i++) {
+			static const unsigned char flips[] = {0x01, 0x80};
+
+			for (int f = 0; f < 2; f++) {
+				int rc;
+
+				memcpy(c, h, hl);
+				c[i] ^= flips[f];
+				rc = store_hdr_decode(c, hl, &d);
+				if (rc == -EINVAL ||
+				    (rc == -EAGAIN && i >= 16 && i < 20))
+					continue;
+				fail_msg("hdr_len %u: flip 0x%02x at byte %u "
+					 "gave %d",
+					 hl, flips[f], i, rc);
+			}
+		}
+		ts_free(c);
+		ts_free(h);
+	}
+}
+
+/* ---- walking a data file ---- */
 
 struct tr_ctx {
 	char dir[256];
@@ -434,6 +742,16 @@ static void test_walk_ops(void **state)
 int main(void)
 {
 	static const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_crc32c_vectors,
+					  tr_codec_teardown),
+		cmocka_unit_test_teardown(test_crc32c_incremental_unaligned,
+					  tr_codec_teardown),
+		cmocka_unit_test_teardown(test_hdr_roundtrip,
+					  tr_codec_teardown),
+		cmocka_unit_test_teardown(test_hdr_decode_rejects,
+					  tr_codec_teardown),
+		cmocka_unit_test_teardown(test_hdr_decode_flips,
+					  tr_codec_teardown),
 #define T(fn) cmocka_unit_test_setup_teardown(fn, tr_setup, tr_teardown)
 		T(test_walk_whole),
 		T(test_walk_torn_tail),
