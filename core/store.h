@@ -122,7 +122,8 @@ int store_sync(struct store *st);
 
 /*
  * Physical bytes the data files take (st_blocks, so punched holes do not
- * count) and how many there are.
+ * count) and how many there are (datadir_usage_at(): regular files named
+ * NNNNNN.kvd).
  */
 int store_usage(struct store *st, uint64_t *bytes, uint64_t *nfiles);
 

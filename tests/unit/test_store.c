@@ -592,6 +592,150 @@ static void test_horizons(void **state)
 	ts_rec_free(&c);
 }
 
+/* The records an index "holds" during a recovery test. */
+struct ts_refs {
+	const uint64_t *offs; /* committed records of file 1, ascending */
+	size_t n;
+};
+
+static int ts_referenced(void *arg, uint32_t id, uint64_t off)
+{
+	const struct ts_refs *r = arg;
+
+	for (size_t i = 0; i < r->n; i++)
+		if (id == 1 && r->offs[i] == off)
+			return 1;
+	return 0;
+}
+
+static int ts_next_ref(void *arg, uint32_t id, uint64_t off, uint64_t *next)
+{
+	const struct ts_refs *r = arg;
+
+	for (size_t i = 0; i < r->n; i++) {
+		if (id == 1 && r->offs[i] > off) {
+			*next = r->offs[i];
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Whether [off, off + len) of data file 1 reads as zeros. */
+static int ts_zeros(const struct ts_ctx *t, uint64_t off, size_t len)
+{
+	unsigned char *buf = ts_alloc(len);
+	int zero = ts_file_pread(t, 1, buf, len, off) == (ssize_t)len;
+
+	for (size_t i = 0; zero && i < len; i++)
+		zero = buf[i] == 0;
+	ts_free(buf);
+	return zero;
+}
+
+/*
+ * Recovery after a crash: records no index row points at are punched,
+ * garbage before a committed record is punched up to it, and a torn tail
+ * is cut off.
+ */
+static void test_recover_file(void **state)
+{
+	struct ts_ctx *t = *state;
+	struct store_recovery rec;
+	struct ts_rec a, b, c;
+	uint64_t offs[2], end, garbage = 3 * KV_ALIGN;
+	struct ts_refs refs = {.offs = offs, .n = 2};
+	unsigned char *junk = ts_alloc(garbage);
+
+	t->st = ts_open_cfg(t, 1, 0, 0, 0);
+	ts_rec_init(&a, 5000, 1);
+	ts_rec_init(&b, 2 * KV_CHUNK_SIZE, 2);
+	ts_rec_init(&c, 3000, 3);
+	ts_rec_append(t->st, &a, 10, "/a");
+	ts_rec_append(t->st, &b, 11, "/b");
+	ts_rec_append(t->st, &c, 12, "/c");
+	end = ts_file_size(t, 1);
+	/* A crash: a cut record (its header and a bit) at the end. */
+	{
+		size_t cut = b.ext.hdr_len + KV_ALIGN;
+		unsigned char *h = ts_alloc(cut);
+
+		assert_int_equal(ts_file_pread(t, 1, h, cut, b.ext.off),
+				 (ssize_t)cut);
+		ts_file_pwrite(t, 1, h, cut, end);
+		ts_free(h);
+	}
+	ts_reopen(t, 1, 0, 0);
+	offs[0] = a.ext.off;
+	offs[1] = c.ext.off;
+	assert_int_equal(store_recover_file(t->st, 1, 0, ts_referenced,
+					    ts_next_ref, &refs, &rec),
+			 0);
+	assert_int_equal(rec.records, 3);
+	assert_int_equal(rec.unreferenced, 1);
+	assert_int_equal(rec.torn_tail, 1);
+	assert_int_equal(rec.freed_bytes,
+			 kv_extent_span(&b.ext) + b.ext.hdr_len + KV_ALIGN);
+	assert_int_equal(ts_file_size(t, 1), end);
+	assert_true(ts_zeros(t, b.ext.off, (size_t)kv_extent_span(&b.ext)));
+	ts_check_read(t->st, &a, 0, (size_t)a.len);
+	ts_check_read(t->st, &c, 0, (size_t)c.len);
+
+	/* Garbage where b was (now a hole), then c: punched up to c. */
+	memset(junk, 0x5a, garbage);
+	ts_file_pwrite(t, 1, junk, garbage, b.ext.off);
+	ts_reopen(t, 1, 0, 0);
+	assert_int_equal(store_recover_file(t->st, 1, 0, ts_referenced,
+					    ts_next_ref, &refs, &rec),
+			 0);
+	assert_int_equal(rec.records, 2);
+	assert_int_equal(rec.unreferenced, 0);
+	assert_int_equal(rec.torn_tail, 0);
+	assert_int_equal(rec.freed_bytes, c.ext.off - b.ext.off);
+	assert_true(ts_zeros(t, b.ext.off, (size_t)garbage));
+	assert_int_equal(ts_file_size(t, 1), end);
+
+	/* Nothing committed after the garbage: the file ends before it. */
+	ts_file_pwrite(t, 1, junk, garbage, c.ext.off);
+	ts_reopen(t, 1, 0, 0);
+	refs.n = 1;
+	assert_int_equal(store_recover_file(t->st, 1, 0, ts_referenced,
+					    ts_next_ref, &refs, &rec),
+			 0);
+	assert_int_equal(rec.records, 1);
+	assert_int_equal(rec.torn_tail, 1);
+	assert_int_equal(ts_file_size(t, 1), b.ext.off);
+	ts_check_read(t->st, &a, 0, (size_t)a.len);
+	ts_free(junk);
+	ts_rec_free(&a);
+	ts_rec_free(&b);
+	ts_rec_free(&c);
+}
+
+/* A read error during recovery is reported, and nothing is cut. */
+static void test_recover_file_read_error(void **state)
+{
+	struct ts_ctx *t = *state;
+	struct store_recovery rec;
+	struct ts_rec a;
+	uint64_t end;
+
+	t->st = ts_open_cfg(t, 1, 0, 0, 1);
+	ts_rec_init(&a, 5000, 1);
+	ts_rec_append(t->st, &a, 10, "/a");
+	end = ts_file_size(t, 1);
+	ts_reopen(t, 1, 0, 1);
+	fake_io_clear(&t->fio);
+	t->fio.rule[FAKE_IO_PREADV].fail_at = 1;
+	t->fio.rule[FAKE_IO_PREADV].fail_err = -EIO;
+	assert_int_equal(store_recover_file(t->st, 1, 0, ts_all_referenced,
+					    ts_no_next, NULL, &rec),
+			 -EIO);
+	assert_int_equal(ts_file_size(t, 1), end);
+	assert_int_equal(rec.torn_tail, 0);
+	ts_rec_free(&a);
+}
+
 /*
  * batch_names: a name record waits for the next append (written in front
  * of its record, in the same write) or for store_flush_names(), and keeps
@@ -805,6 +949,8 @@ int main(void)
 		T(test_lanes_threads),
 		T(test_append_name),
 		T(test_horizons),
+		T(test_recover_file),
+		T(test_recover_file_read_error),
 		T(test_batch_names),
 		T(test_batch_names_append_fails),
 		T(test_stats),
