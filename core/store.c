@@ -1,4 +1,11 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The block store: appending records to a lane's active data file, reading
+ * and checking payloads, freeing records (punching holes, removing empty
+ * files), recovery horizons and the crash-recovery walk of one data file;
+ * see store.h. Not here: the record format (record.c), data-file names and
+ * listing (datadir.c), the I/O calls themselves (store_io.c).
+ */
 #include "store.h"
 
 #include <errno.h>
