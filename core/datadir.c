@@ -137,11 +137,7 @@ int datadir_parse_name(const char *name, uint32_t *id)
 	return 0;
 }
 
-/* Calls fn for each entry of the directory at dfd named like a data file. */
-static int datadir_each(int dfd,
-			int (*fn)(void *arg, int dirfd, const char *name,
-				  uint32_t id),
-			void *arg)
+int datadir_each_at(int dfd, datadir_each_fn fn, void *arg)
 {
 	struct dirent *de;
 	int fd, rc = 0;
@@ -209,7 +205,7 @@ static int datadir_id_cmp(const void *a, const void *b)
 int datadir_list_at(int dfd, uint32_t **ids, size_t *n)
 {
 	struct datadir_ids a = {0};
-	int rc = datadir_each(dfd, datadir_list_one, &a);
+	int rc = datadir_each_at(dfd, datadir_list_one, &a);
 
 	*ids = NULL;
 	*n = 0;
@@ -272,7 +268,7 @@ static int datadir_usage_one(void *arg, int dirfd, const char *name,
 int datadir_usage_at(int dfd, struct datadir_usage *u)
 {
 	memset(u, 0, sizeof(*u));
-	return datadir_each(dfd, datadir_usage_one, u);
+	return datadir_each_at(dfd, datadir_usage_one, u);
 }
 
 int datadir_usage(const char *datadir, struct datadir_usage *u)

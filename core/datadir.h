@@ -77,11 +77,24 @@ int datadir_file_name(char *buf, size_t len, uint32_t id);
  * the id.
  */
 int datadir_parse_name(const char *name, uint32_t *id);
+/* Called with each entry named like a data file; 0 or -errno (stops). */
+typedef int (*datadir_each_fn)(void *arg, int dirfd, const char *name,
+			       uint32_t id);
+/*
+ * Calls fn for each entry of the data directory open at dfd (any open
+ * mode, O_PATH too) that datadir_parse_name() accepts, in directory order,
+ * with the entry's own name (which need not be the canonical
+ * datadir_file_name(), e.g. "1.kvd") and a descriptor of the directory for
+ * openat(2). Returns 0, the first negative value fn returned, or -errno.
+ */
+int datadir_each_at(int dfd, datadir_each_fn fn, void *arg);
 /*
  * The ids of the entries of the data directory open at dfd (any open mode,
  * O_PATH too) that datadir_parse_name() accepts, whatever their file type,
  * sorted ascending, into *ids (malloc'd, the caller frees; NULL when *n is
- * 0). -errno, with nothing allocated, on failure.
+ * 0). -errno, with nothing allocated, on failure. Only ids: a caller that
+ * must open exactly the entries found uses datadir_each_at() and their
+ * names ("1.kvd" is id 1 but not named datadir_file_name(1)).
  */
 int datadir_list_at(int dfd, uint32_t **ids, size_t *n);
 /* The same for DATADIR/data; none (0) when it does not exist. */

@@ -390,6 +390,38 @@ static void test_datadir_list_usage(void **state)
 	close(dfd);
 }
 
+static int td_collect(void *arg, int dirfd, const char *name, uint32_t id)
+{
+	char *out = arg;
+	struct stat sb;
+
+	if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	snprintf(out + strlen(out), 200 - strlen(out), "%s=%u,", name, id);
+	return id == 99 ? -ECANCELED : 0;
+}
+
+/* Entries come with their own names; fn's error stops the walk. */
+static void test_datadir_each(void **state)
+{
+	struct td_ctx *t = *state;
+	char seen[200] = "";
+	int dfd;
+
+	assert_int_equal(mkdir(t->data, 0700), 0);
+	td_touch(t, "1.kvd", 1);
+	td_touch(t, "x.kvd", 1);
+	dfd = open(t->data, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dfd >= 0);
+	assert_int_equal(datadir_each_at(dfd, td_collect, seen), 0);
+	assert_string_equal(seen, "1.kvd=1,");
+	td_touch(t, "000099.kvd", 1);
+	seen[0] = '\0';
+	assert_int_equal(datadir_each_at(dfd, td_collect, seen), -ECANCELED);
+	assert_non_null(strstr(seen, "000099.kvd=99,"));
+	close(dfd);
+}
+
 static void test_datadir_lock(void **state)
 {
 	struct td_ctx *t = *state;
@@ -490,6 +522,7 @@ int main(void)
 		cmocka_unit_test(test_datadir_names),
 #define T(fn) cmocka_unit_test_setup_teardown(fn, td_setup, td_teardown)
 		T(test_datadir_list_usage),
+		T(test_datadir_each),
 		T(test_datadir_lock),
 		T(test_datadir_lock_errors),
 #undef T
