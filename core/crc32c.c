@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * CRC32C: the SSE4.2 crc32 instruction on x86-64 CPUs that have it, else a
+ * slicing-by-8 table built once; see crc32c.h. Not here: what is summed.
+ */
 #include "crc32c.h"
 
 #include <pthread.h>

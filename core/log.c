@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Logging to stderr or syslog(3); see log.h. Not here: deciding what is
+ * worth a line.
+ */
 #include "log.h"
 
 #include <errno.h>

@@ -1,4 +1,10 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The block store's default I/O ops: preadv, pwritev and fdatasync through
+ * an io_uring owned by the calling thread, fallocate and fstat as plain
+ * system calls; see store_io.h. Not here: retrying short or interrupted
+ * transfers (the callers do).
+ */
 #include "store_io.h"
 
 #include <errno.h>
