@@ -52,28 +52,29 @@ SC_LOOP=
 NSTEP=0
 
 # awk program text run before a caller's rules: splits a line of key=value
-# words into v[] (lines starting with "#" are skipped) and defines f(KEY),
+# words into kv_v[] (lines starting with "#" are skipped; the kv_ names
+# are its own, callers use others) and defines f(KEY),
 # the value as a string, and n(KEY), as a number; both stop awk with exit
 # status 2 when the line has no KEY.
 KV_AWK='
 function f(k) {
-	if (!(k in v)) {
+	if (!(k in kv_v)) {
 		printf "%s:%d: no %s= in: %s\n", FILENAME, FNR, k, $0 \
 			> "/dev/stderr"
 		exit 2
 	}
-	return v[k]
+	return kv_v[k]
 }
 function n(k) {
 	return f(k) + 0
 }
 /^#/ { next }
 {
-	split("", v)
-	for (i = 1; i <= NF; i++) {
-		p = index($i, "=")
-		if (p)
-			v[substr($i, 1, p - 1)] = substr($i, p + 1)
+	split("", kv_v)
+	for (kv_i = 1; kv_i <= NF; kv_i++) {
+		kv_p = index($kv_i, "=")
+		if (kv_p)
+			kv_v[substr($kv_i, 1, kv_p - 1)] = substr($kv_i, kv_p + 1)
 	}
 }
 '
