@@ -167,7 +167,8 @@ void sec_exist(void)
 	T("exist.link-onto-dir", link("f", "d"));
 	show_content("exist.f-unchanged", "f");
 	show_content("exist.g-unchanged", "g");
-	/* link() may be refused by kvfs (DESIGN.md); only EEXIST is checked. */
+	/* kvfs may refuse link() (engines need no hard links; EPERM or
+	 * ENOTSUP): only EEXIST is checked. */
 	rc = link("f", "hardlink");
 	fprintf(stderr, "info: link(new name): %s\n",
 		ename(rc < 0 ? errno : 0));
