@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * torn_records: lists the records in a kvfs data directory by walking every
- * DATADIR/data/NNNNNN.kvd from its start with store_hdr_decode (core/store.h),
- * without the daemon or the index. Used by the torn suite (tests/torn) to
+ * DATADIR/data/NNNNNN.kvd from its start with core's record iterator
+ * (core/record.h), without the daemon or the index. Used by the torn suite (tests/torn) to
  * find where each block lives before it damages a data file, and
  * afterwards to show what is left.
  *
@@ -36,7 +36,6 @@
  * Exit status: 0 when every data file could be read (and, with -m, every
  * block has its record), 1 otherwise, 2 on usage errors.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -47,8 +46,9 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "datadir.h"
 #include "kvtypes.h"
-#include "store.h"
+#include "record.h"
 
 static const char *prog = "torn_records";
 
@@ -72,12 +72,6 @@ static ssize_t tr_pread(int fd, void *buf, size_t len, uint64_t off)
 	return (ssize_t)got;
 }
 
-static uint32_t tr_le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
 /* Checks every payload chunk of a complete data record: 1 good, 0 bad. */
 static int tr_crc_ok(int fd, uint64_t base, const struct store_hdr *h,
 		     unsigned char *chunk)
@@ -90,7 +84,7 @@ static int tr_crc_ok(int fd, uint64_t base, const struct store_hdr *h,
 
 		if (n != (ssize_t)clen)
 			return 0;
-		if (crc32c(0, chunk, clen) != tr_le32(h->crcs + 4 * c))
+		if (crc32c(0, chunk, clen) != store_hdr_crc(h, c))
 			return 0;
 	}
 	return 1;
@@ -109,169 +103,99 @@ struct tr_rec {
 
 typedef void (*tr_rec_fn)(const struct tr_rec *r, void *arg);
 
-/* Reads the header at off into *hdr (grown as needed) and decodes it.
- * Returns store_hdr_decode's result, or -EIO (message printed) when the
- * file cannot be read. */
-static int tr_read_hdr(int fd, const char *name, uint64_t off,
-		       unsigned char **hdr, size_t *hcap, struct store_hdr *h)
-{
-	ssize_t n = tr_pread(fd, *hdr, KV_ALIGN, off);
-	int d;
-
-	if (n < 0) {
-		fprintf(stderr, "%s: %s at %" PRIu64 ": %s\n", prog, name, off,
-			strerror(errno));
-		return -EIO;
-	}
-	d = store_hdr_decode(*hdr, (size_t)n, h);
-	if (d == -EAGAIN && (size_t)n >= 20) {
-		/* A header longer than one page: read all of it. */
-		uint32_t want = tr_le32(*hdr + 16);
-
-		if (want > *hcap) {
-			unsigned char *nh = realloc(*hdr, want);
-
-			if (!nh) {
-				fprintf(stderr, "%s: out of memory\n", prog);
-				return -EIO;
-			}
-			*hdr = nh;
-			*hcap = want;
-		}
-		n = tr_pread(fd, *hdr, want, off);
-		if (n < 0)
-			return -EIO;
-		d = store_hdr_decode(*hdr, (size_t)n, h);
-	}
-	return d;
-}
-
-/* Walks data file name (number id), calling fn for every record. */
+/* Walks data file name (number id) with core's record iterator, calling
+ * fn for every record. A page with no header is passed over (resync); a
+ * header cut by the end of the file ends the walk. 0 or -1. */
 static int tr_file(int dirfd, const char *name, unsigned id, int check,
 		   tr_rec_fn fn, void *arg)
 {
-	unsigned char *hdr = NULL, *chunk = NULL;
-	size_t hcap = KV_ALIGN;
-	uint64_t off = 0, size;
-	struct stat sb;
-	int fd, rc = 0;
+	const struct record_iter_opts opts = {.resync = 1};
+	unsigned char *chunk = malloc(KV_CHUNK_SIZE);
+	struct record_iter it;
+	int rc = 0, st;
 
-	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &sb) < 0) {
-		fprintf(stderr, "%s: %s: %s\n", prog, name, strerror(errno));
-		if (fd >= 0)
-			close(fd);
+	if (!chunk) {
+		fprintf(stderr, "%s: out of memory\n", prog);
 		return -1;
 	}
-	size = (uint64_t)sb.st_size;
-	hdr = malloc(hcap);
-	chunk = malloc(KV_CHUNK_SIZE);
-	if (!hdr || !chunk) {
-		fprintf(stderr, "%s: out of memory\n", prog);
-		rc = -1;
-		goto out;
+	st = record_iter_open_at(&it, dirfd, name, 0, &opts);
+	if (st < 0) {
+		fprintf(stderr, "%s: %s: %s\n", prog, name, strerror(-st));
+		free(chunk);
+		return -1;
 	}
-	while (off < size) {
-		struct store_hdr h;
-		struct tr_rec r = {.file = id, .off = off};
-		int d = tr_read_hdr(fd, name, off, &hdr, &hcap, &h);
+	for (;;) {
+		struct record r;
+		struct tr_rec t = {.file = id};
 
-		if (d == -EIO) {
+		st = record_iter_next(&it, &r);
+		if (st < 0) {
+			fprintf(stderr, "%s: %s at %" PRIu64 ": %s\n", prog,
+				name, record_iter_tell(&it), strerror(-st));
 			rc = -1;
 			break;
 		}
-		if (d == -EAGAIN) {
+		if (st == RECORD_END)
+			break;
+		if (st == RECORD_TORN) {
 			printf("# file=%u off=%" PRIu64 " torn header\n", id,
-			       off);
+			       r.off);
 			break;
 		}
-		if (d < 0) {
-			off += KV_ALIGN;
-			continue;
-		}
-		r.hdr_len = h.hdr_len;
-		r.len = h.len;
-		r.span = h.hdr_len + kv_align_up(h.len);
-		r.seq = h.seq;
-		r.ino = h.ino;
-		r.data = h.type == STORE_REC_DATA;
-		r.path = h.path;
-		r.path_len = h.path_len;
-		if (off + r.span > size)
-			r.state = "short";
-		else if (check && r.data &&
-			 !tr_crc_ok(fd, off + h.hdr_len, &h, chunk))
-			r.state = "crc";
+		t.off = r.off;
+		t.hdr_len = r.hdr.hdr_len;
+		t.len = r.hdr.len;
+		t.span = r.span;
+		t.seq = r.hdr.seq;
+		t.ino = r.hdr.ino;
+		t.data = r.hdr.type == STORE_REC_DATA;
+		t.path = r.hdr.path;
+		t.path_len = r.hdr.path_len;
+		if (st == RECORD_SHORT)
+			t.state = "short";
+		else if (check && t.data &&
+			 !tr_crc_ok(it.fd, r.off + r.hdr.hdr_len, &r.hdr,
+				    chunk))
+			t.state = "crc";
 		else
-			r.state = "ok";
-		fn(&r, arg);
-		off += r.span;
+			t.state = "ok";
+		fn(&t, arg);
+		if (st == RECORD_SHORT)
+			record_iter_seek(&it, r.next);
 	}
-out:
+	record_iter_close(&it);
 	free(chunk);
-	free(hdr);
-	close(fd);
 	return rc;
-}
-
-static int tr_cmp(const void *a, const void *b)
-{
-	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 /* Walks every DATADIR/data/NNNNNN.kvd in number order. Returns 0, or 1
  * when a data file could not be read. */
 static int tr_walk(const char *datadir, int check, tr_rec_fn fn, void *arg)
 {
-	unsigned *ids = NULL;
-	size_t nids = 0, cap = 0;
-	struct dirent *de;
+	uint32_t *ids = NULL;
+	size_t nids = 0;
 	char path[4096];
-	int rc = 0, dfd;
-	DIR *d;
+	int rc = 0, dfd, e;
 
-	snprintf(path, sizeof(path), "%s/data", datadir);
-	d = opendir(path);
-	if (!d) {
-		fprintf(stderr, "%s: %s: %s\n", prog, path, strerror(errno));
+	e = datadir_list(datadir, &ids, &nids);
+	if (e == 0)
+		e = datadir_path(path, sizeof(path), datadir, DATADIR_DATA);
+	dfd = e == 0 ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (dfd < 0) {
+		fprintf(stderr, "%s: %s/%s: %s\n", prog, datadir, DATADIR_DATA,
+			strerror(e ? -e : errno));
+		free(ids);
 		return 1;
 	}
-	dfd = dirfd(d);
-	while ((de = readdir(d)) != NULL) {
-		unsigned id;
-		int end = 0;
-
-		if (sscanf(de->d_name, "%u.kvd%n", &id, &end) != 1 ||
-		    de->d_name[end] != '\0')
-			continue;
-		if (nids == cap) {
-			unsigned *n;
-
-			cap = cap ? cap * 2 : 16;
-			n = realloc(ids, cap * sizeof(*ids));
-			if (!n) {
-				fprintf(stderr, "%s: out of memory\n", prog);
-				free(ids);
-				closedir(d);
-				return 1;
-			}
-			ids = n;
-		}
-		ids[nids++] = id;
-	}
-	if (nids > 1)
-		qsort(ids, nids, sizeof(*ids), tr_cmp);
 	for (size_t i = 0; i < nids; i++) {
-		char name[32];
+		char name[DATADIR_NAME_MAX];
 
-		snprintf(name, sizeof(name), "%06u.kvd", ids[i]);
-		if (tr_file(dfd, name, ids[i], check, fn, arg) < 0)
+		if (datadir_file_name(name, sizeof(name), ids[i]) < 0 ||
+		    tr_file(dfd, name, ids[i], check, fn, arg) < 0)
 			rc = 1;
 	}
 	free(ids);
-	closedir(d);
+	close(dfd);
 	return rc;
 }
 
