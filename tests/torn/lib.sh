@@ -263,9 +263,8 @@ fresh_store() {
 		shift
 	fi
 	SC_MNT=$SC_DIR/mnt
-	mkdir -p "$SC_MNT"
 	SC_DATA=${base:-$SC_DIR}/data
-	mkdir -p "$SC_DATA"
+	mkdir -p "$SC_MNT" "$SC_DATA" || t_fail "mkdir -p $SC_MNT $SC_DATA"
 	t_mount "$SC_DATA" "$SC_MNT" "$@"
 	step "$SC_DIR/man" "$TORN_CLIENT" gen "$SC_MNT" "$NBLOCKS" "$SEED"
 	step "$SC_DIR/store.out" "$TORN_CLIENT" store -j 4 "$SC_DIR/man"
@@ -404,7 +403,8 @@ verify() {
 		t_error "$SC_NINTACT blocks read back intact, want $((nman - want))"
 	verify_outcomes "$exp"
 	# The log names each dropped and quarantined block exactly once.
-	tail -n +$((l0 + 1)) "$(dlog)" >"$SC_DIR/verify.log"
+	tail -n +$((l0 + 1)) "$(dlog)" >"$SC_DIR/verify.log" ||
+		t_fail "cannot read the daemon's log"
 	check_logged dropped "$exp"
 	check_logged quarantined "$exp"
 	want=$(grep -c ' class=dropped$' "$exp" || true)
@@ -507,7 +507,7 @@ restore() {
 				print
 		}' "$SC_DIR/restore.man" "$SC_DIR/man" >"$SC_DIR/man.new" ||
 		t_fail "restore: cannot update the manifest"
-	mv "$SC_DIR/man.new" "$SC_DIR/man"
+	mv "$SC_DIR/man.new" "$SC_DIR/man" || t_fail "mv failed"
 }
 
 # The end of every scenario: the daemon is up, unmounts cleanly, and after

@@ -64,7 +64,7 @@ truncate_case() {
 	local file=$1 cut=$2 lo hi lohi
 	t_log "$SC_ID: truncating $(data_file "$file") to $cut bytes" \
 		"(was $(stat -c %s "$(data_file "$file")"))"
-	truncate -s "$cut" "$(data_file "$file")"
+	truncate -s "$cut" "$(data_file "$file")" || t_fail "truncate failed"
 	kvawk -v file="$file" -v cut="$cut" '
 		n("file") == file + 0 && n("off") + n("span") > cut + 0 {
 			print "rel=" f("rel"), "class=dropped" }' \
@@ -230,7 +230,7 @@ sc_truncate_mount() {
 	kv_split "$PICK"
 	blk=${KV[rel]} size=${KV[size]} span=${KV[span]} ino=${KV[ino]}
 	half=$((size / 2))
-	manifest_line "$blk" >"$SC_DIR/one.man"
+	manifest_line "$blk" >"$SC_DIR/one.man" || t_fail "$blk not in the manifest"
 	b0=$(data_bytes)
 	stats
 	d0=${ST[dropped_total]}
@@ -312,7 +312,8 @@ sc_eio() {
 		n=$((n + 1))
 	done
 	settle
-	tail -n +$((l0 + 1)) "$(dlog)" >"$SC_DIR/verify.log"
+	tail -n +$((l0 + 1)) "$(dlog)" >"$SC_DIR/verify.log" ||
+		t_fail "cannot read the daemon's log"
 	check_logged quarantined "$SC_DIR/exp.q"
 	check_logged dropped "$SC_DIR/exp.q"
 	[ "${ST[quarantined]}" -eq 2 ] ||
@@ -402,7 +403,8 @@ sc_full() {
 	if [ -n "$fail" ] && [ -e "$fail" ]; then
 		t_error "the name whose store failed exists"
 	fi
-	find "$SC_MNT" -name '*.tmp' >"$SC_DIR/bad"
+	find "$SC_MNT" -name '*.tmp' >"$SC_DIR/bad" ||
+		t_fail "find in the mount failed"
 	if [ -s "$SC_DIR/bad" ]; then
 		t_error "temp files left behind by the failed store:" \
 			"$(head -1 "$SC_DIR/bad")"
@@ -428,9 +430,10 @@ sc_full() {
 	kvawk 'FILENAME == ARGV[1] { gone[f("path")] = 1; next }
 		!(f("path") in gone)' "$SC_DIR/evict.man" "$SC_DIR/man" \
 		>"$SC_DIR/man.new" || t_fail "cannot update the manifest"
-	mv "$SC_DIR/man.new" "$SC_DIR/man"
+	mv "$SC_DIR/man.new" "$SC_DIR/man" || t_fail "mv failed"
 	if [ -n "$fail" ]; then
-		grep -F "path=$fail " "$SC_DIR/fill.man" >"$SC_DIR/again.man"
+		grep -F "path=$fail " "$SC_DIR/fill.man" >"$SC_DIR/again.man" ||
+			t_fail "$fail is not in the fill manifest"
 		step "$SC_DIR/again.out" "$TORN_CLIENT" store "$SC_DIR/again.man"
 		got=$(outcome "$SC_DIR/again.out")
 		[ "$got" = store=stored ] ||
