@@ -7,7 +7,7 @@
  *   startup_gen DATADIR NBLOCKS [BLOCK_BYTES [THREADS]]   (4096, 4)
  *
  * Each block goes the way an engine's store goes through the daemon
- * (vllm-fs-tier.md, store): its directories <model>_r0/<hex[0:3]>/
+ * (kvfs(7), LIFE OF A BLOCK): its directories <model>_r0/<hex[0:3]>/
  * <hex[3:5]>_g0 are created when missing (mode 0755), then the temp file
  * "<hex>.bin_<n>.tmp" (0644), whose bytes are appended as a data record
  * under the temp's path and committed to the index (close), then renamed

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Store/load throughput with vLLM's exact sequences (vllm-fs-tier.md): a
- * benchmark helper, it prints numbers and judges none.
+ * Store/load throughput with vLLM's exact sequences (kvfs(7), LIFE OF A
+ * BLOCK; the sequences are tests/common/engine.c): a benchmark helper, it
+ * prints numbers and judges none.
  *
  *   store_load store DIR SIZE NBLOCKS THREADS
  *       access(dest) -> mkdir -p -> open(tmp, O_CREAT|O_EXCL|O_WRONLY|
@@ -19,6 +20,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +30,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "engine.h"
 
 struct sl_job {
 	const char *dir;
@@ -48,80 +52,55 @@ static double sl_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* The engine's layout: <dir>/<h3>/<h2>_g0/<hex>.bin */
-#define SL_PATH 4096
-
-/* leaf holds SL_PATH bytes, dest SL_PATH + 32. */
-static void sl_paths(char *leaf, char *dest, const char *dir, int i)
+/* The engine's layout: <dir>/<h3>/<h2>_g0/<hex>.bin, into dest (PATH_MAX
+ * bytes). */
+static void sl_path(char *dest, const char *dir, int i)
 {
 	char hex[17];
 
 	snprintf(hex, sizeof(hex), "%016llx",
 		 (unsigned long long)(i * 0x9e3779b97f4a7c15ull));
-	snprintf(leaf, SL_PATH, "%.4000s/%.3s/%.2s_g0", dir, hex, hex + 3);
-	snprintf(dest, SL_PATH + 32, "%s/%s.bin", leaf, hex);
+	if (eng_block_path(dest, PATH_MAX, dir, hex, 0) < 0)
+		snprintf(dest, PATH_MAX, "/path-too-long");
 }
 
-static int sl_mkdirs(char *path)
-{
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(path, 0777) < 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(path, 0777) < 0 && errno != EEXIST ? -1 : 0;
-}
-
+/* The engine's store of block i (tests/common/engine.c). 0 or -errno. */
 static int sl_store_one(struct sl_job *j, unsigned char *buf, int i)
 {
-	char leaf[SL_PATH], dest[SL_PATH + 32], tmp[SL_PATH + 64];
-	ssize_t n;
-	int fd, rc;
+	char dest[PATH_MAX];
+	struct eng_store s = {
+		.dirfd = AT_FDCWD,
+		.path = dest,
+		.buf = buf,
+		.size = j->size,
+		.flags = ENG_DIRECT | ENG_ACCESS,
+		.suffix = (unsigned long long)(pthread_self() % 1000000),
+	};
+	int rc;
 
-	sl_paths(leaf, dest, j->dir, i);
-	if (access(dest, F_OK) == 0)
-		return 0;
-	if (sl_mkdirs(leaf) < 0)
-		return -errno;
-	snprintf(tmp, sizeof(tmp), "%s_%lu.tmp", dest,
-		 (unsigned long)pthread_self() % 1000000);
-	fd = open(tmp, O_CREAT | O_EXCL | O_WRONLY | O_TRUNC | O_DIRECT, 0644);
-	if (fd < 0)
-		return -errno;
+	sl_path(dest, j->dir, i);
 	memcpy(buf, &i, sizeof(i));
-	n = write(fd, buf, j->size);
-	if (n != (ssize_t)j->size) {
-		rc = n < 0 ? -errno : -EIO;
-		close(fd);
-		unlink(tmp);
-		return rc;
-	}
-	if (close(fd) < 0 || rename(tmp, dest) < 0) {
-		rc = -errno;
-		unlink(tmp);
-		return rc;
-	}
-	return 0;
+	rc = eng_store(&s);
+	return rc < 0 ? rc : 0;
 }
 
+/* The engine's load of block i, its first 4 bytes checked. 0 or -errno
+ * (-EIO for a short read or wrong bytes). */
 static int sl_load_one(struct sl_job *j, unsigned char *buf, int i)
 {
-	char leaf[SL_PATH], dest[SL_PATH + 32];
+	char dest[PATH_MAX];
+	struct eng_load l = {.dirfd = AT_FDCWD,
+			     .path = dest,
+			     .buf = buf,
+			     .size = j->size,
+			     .flags = j->direct ? ENG_DIRECT : 0};
 	ssize_t n;
-	int fd, got, rc;
+	int got;
 
-	sl_paths(leaf, dest, j->dir, i);
-	fd = open(dest, O_RDONLY | (j->direct ? O_DIRECT : 0));
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, j->size);
-	rc = n < 0 ? -errno : 0;
-	close(fd);
-	if (rc < 0)
-		return rc;
+	sl_path(dest, j->dir, i);
+	n = eng_load(&l);
+	if (n < 0)
+		return (int)n;
 	memcpy(&got, buf, sizeof(got));
 	return n == (ssize_t)j->size && got == i ? 0 : -EIO;
 }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Helpers the test clients share (vllm_io, crash_client, errno_battery,
- * torn_client). Include after defining
+ * torn_client, the engine sequences in engine.c): die(), errno names, the
+ * splitmix64 stream block contents are made of, page-aligned buffers.
+ * Include after defining
  *   static const char *prog = "NAME";   (the prefix of die()'s message)
  * and, for another exit status than 1 from die(), TC_DIE_STATUS.
  * Everything is static inline: a client uses what it needs.
@@ -54,6 +56,17 @@ static inline uint64_t splitmix(uint64_t *s)
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 	return z ^ (z >> 31);
+}
+
+/* Fills b[0..len) with the splitmix64 stream s, 8 bytes a step (little
+ * endian; the last step may be cut short). */
+static inline void tc_fill_stream(unsigned char *b, size_t len, uint64_t *s)
+{
+	for (size_t i = 0; i < len; i += 8) {
+		uint64_t v = splitmix(s);
+
+		memcpy(b + i, &v, len - i < 8 ? len - i : 8);
+	}
 }
 
 /* Page-aligned anonymous buffer (O_DIRECT; vLLM's /dev/shm rows). */

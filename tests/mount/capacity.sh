@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# Capacity and eviction (issue 5): with -o capacity=64M, store 256 MiB of
+# Capacity and eviction (kvfs(7)): with -o capacity=64M, store 256 MiB of
 # 2 MiB blocks with the engine's sequence while re-reading a hot set. Used
 # space (du on DATADIR and statfs) stays under the high watermark, the hot
 # set is never evicted, evicted names miss at once and every present name

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# Crash and restart (issue 5, DESIGN.md section 8): 20 rounds of
+# Crash and restart (kvfs(7)): 20 rounds of
 #   - 8 writer and 8 reader threads (crash_client run) running vLLM's store
 #     and load sequences over overlapping keys, blocks of 512 KiB and
 #     2 MiB, renames replacing each other, an evictor's unlinks of older

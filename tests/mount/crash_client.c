@@ -84,6 +84,7 @@ struct blk_hdr {
 static const char *prog = "crash_client";
 
 #define TC_DIE_STATUS 2
+#include "engine.h"
 #include "tclient.h"
 
 /* The block of key with seed: a header, then a stream from the seed. */
@@ -94,11 +95,7 @@ static void fill_block(unsigned char *b, uint64_t size, uint64_t key,
 		.magic = BLK_MAGIC, .seed = seed, .key = key, .size = size};
 	uint64_t s = seed ^ (size << 1) ^ key;
 
-	for (uint64_t i = sizeof(h); i < size; i += 8) {
-		uint64_t v = splitmix(&s);
-
-		memcpy(b + i, &v, 8);
-	}
+	tc_fill_stream(b + sizeof(h), size - sizeof(h), &s);
 	memcpy(b, &h, sizeof(h));
 }
 
@@ -156,7 +153,8 @@ static void key_path(char *out, size_t n, uint64_t key)
 	char hex[HEXLEN + 1];
 
 	snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)key);
-	snprintf(out, n, "%s/%.3s/%.2s_g0/%s.bin", TOP, hex, hex + 3, hex);
+	if (eng_block_path(out, n, TOP, hex, 0) < 0)
+		die("block path too long");
 }
 
 /* One line to the manifest, in one write(2) on an O_APPEND descriptor. */
@@ -237,94 +235,70 @@ op_failed(struct run *r, int err, const char *fmt, ...)
 	return 0;
 }
 
-/* mkdir -p of the parent of rel, as create_directories does it. */
-static int mkdir_parents(int root, const char *rel)
+/* What store_one's hooks need. */
+struct store_ctx {
+	struct run *r;
+	unsigned char *buf;
+	uint64_t key, seed, size;
+};
+
+/* The engine copies its row into the buffer right before the open. */
+static void store_fill(void *arg)
 {
-	char p[512];
-	struct stat st;
+	struct store_ctx *c = arg;
 
-	snprintf(p, sizeof(p), "%s", rel);
-	*strrchr(p, '/') = '\0';
-	if (fstatat(root, p, &st, 0) == 0)
-		return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-	for (char *s = p;; s++) {
-		int last = *s == '\0';
+	fill_block(c->buf, c->size, c->key, c->seed);
+}
 
-		if (*s != '/' && !last)
-			continue;
-		*s = '\0';
-		if (mkdirat(root, p, 0777) < 0) {
-			if (errno != EEXIST)
-				return errno;
-			if (fstatat(root, p, &st, 0) < 0)
-				return errno;
-			if (!S_ISDIR(st.st_mode))
-				return ENOTDIR;
-		}
-		if (last)
-			return 0;
-		*s = '/';
-	}
+/* close(2) of the temp returned 0: the "intent" line, before the rename. */
+static void store_committed(void *arg)
+{
+	struct store_ctx *c = arg;
+
+	mlog(c->r->mfd, "I %u %016llx %llu %llu\n", c->r->round,
+	     (unsigned long long)c->key, (unsigned long long)c->seed,
+	     (unsigned long long)c->size);
 }
 
 /*
- * vLLM's store of one block (without the existence short-cut when shortcut
- * is 0). Returns 0 stored, -1 existed, else an errno (*step names the
- * failing step).
+ * vLLM's store of one block (tests/common/engine.c; without the existence
+ * short-cut when shortcut is 0), logged to the manifest. Returns 0 stored,
+ * -1 existed, else an errno (*step names the failing step).
  */
 static int store_one(struct run *r, uint64_t key, uint64_t seed,
 		     uint64_t suffix, unsigned char *buf, int shortcut,
 		     const char **step)
 {
-	uint64_t size = key_size(key);
-	char rel[512], tmp[600];
-	ssize_t n;
-	int fd, e;
+	struct store_ctx c = {.r = r,
+			      .buf = buf,
+			      .key = key,
+			      .seed = seed,
+			      .size = key_size(key)};
+	char rel[512];
+	struct eng_store s = {
+		.dirfd = r->root,
+		.path = rel,
+		.buf = buf,
+		.size = c.size,
+		.flags = ENG_DIRECT |
+			 (shortcut ? ENG_ACCESS | ENG_ACCESS_STRICT : 0),
+		.suffix = suffix,
+		.fill = store_fill,
+		.committed = store_committed,
+		.arg = &c,
+	};
+	int rc;
 
 	key_path(rel, sizeof(rel), key);
-	*step = "access";
-	if (shortcut && faccessat(r->root, rel, F_OK, 0) == 0)
+	rc = eng_store(&s);
+	*step = s.step;
+	if (rc == ENG_SKIPPED)
 		return -1;
-	if (shortcut && errno != ENOENT)
-		return errno;
-	*step = "mkdir";
-	e = mkdir_parents(r->root, rel);
-	if (e)
-		return e;
-	snprintf(tmp, sizeof(tmp), "%s_%llu.tmp", rel,
-		 (unsigned long long)suffix);
-	fill_block(buf, size, key, seed);
-	*step = "open";
-	fd = openat(r->root, tmp,
-		    O_CREAT | O_EXCL | O_WRONLY | O_TRUNC | O_DIRECT, 0644);
-	if (fd < 0)
-		return errno;
-	*step = "write";
-	n = write(fd, buf, size);
-	if (n != (ssize_t)size) {
-		e = n < 0 ? errno : EIO;
-		close(fd);
-		unlinkat(r->root, tmp, 0);
-		return e;
-	}
-	*step = "close";
-	if (close(fd) < 0) {
-		e = errno;
-		unlinkat(r->root, tmp, 0);
-		return e;
-	}
-	mlog(r->mfd, "I %u %016llx %llu %llu\n", r->round,
-	     (unsigned long long)key, (unsigned long long)seed,
-	     (unsigned long long)size);
-	*step = "rename";
-	if (renameat(r->root, tmp, r->root, rel) < 0) {
-		e = errno;
-		unlinkat(r->root, tmp, 0);
-		return e;
-	}
+	if (rc < 0)
+		return -rc;
 	mlog(r->mfd, "D %u %016llx %llu %llu\n", r->round,
 	     (unsigned long long)key, (unsigned long long)seed,
-	     (unsigned long long)size);
+	     (unsigned long long)c.size);
 	return 0;
 }
 
@@ -402,35 +376,33 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
-/* vLLM's load of one block, checked. Returns 0, or 1 to stop. */
+/* vLLM's load of one block (tests/common/engine.c), checked; a short read
+ * is a failure here, not an unlink. Returns 0, or 1 to stop. */
 static int load_one(struct run *r, uint64_t key, unsigned char *buf,
 		    unsigned char *exp)
 {
 	uint64_t size = key_size(key), seed;
 	char rel[512], why[256];
+	struct eng_load l = {.dirfd = r->root,
+			     .path = rel,
+			     .buf = buf,
+			     .size = size,
+			     .flags = ENG_DIRECT};
 	ssize_t n;
-	int fd, e;
 
 	key_path(rel, sizeof(rel), key);
-	fd = openat(r->root, rel, O_RDONLY | O_DIRECT);
-	if (fd < 0) {
-		if (errno == ENOENT) {
-			atomic_fetch_add(&r->misses, 1);
-			/* A miss is cheap: leave the CPUs to the writers. */
-			usleep(1000);
-			return 0;
-		}
-		atomic_fetch_add(&r->load_err, 1);
-		return op_failed(r, errno, "load %s: open", rel);
+	n = eng_load(&l);
+	if (n == -ENOENT && strcmp(l.step, "open") == 0) {
+		atomic_fetch_add(&r->misses, 1);
+		/* A miss is cheap: leave the CPUs to the writers. */
+		usleep(1000);
+		return 0;
 	}
-	n = read(fd, buf, size);
-	e = errno;
-	close(fd);
 	if (n < 0) {
 		atomic_fetch_add(&r->load_err, 1);
-		return op_failed(r, e, "load %s: read", rel);
+		return op_failed(r, (int)-n, "load %s: %s", rel, l.step);
 	}
-	if ((uint64_t)n < size) {
+	if (l.short_read) {
 		atomic_fetch_add(&r->load_err, 1);
 		return op_failed(r, EIO, "load %s: short read %zd of %llu", rel,
 				 n, (unsigned long long)size);
@@ -784,25 +756,20 @@ static void *verify_main(void *arg)
 		struct kstate *k = v->vis[i];
 		uint64_t seed;
 		struct stat st;
-		ssize_t n = -1;
-		int fd, e = 0;
+		struct eng_load l = {.dirfd = v->root,
+				     .path = rel,
+				     .buf = buf,
+				     .flags = ENG_DIRECT,
+				     .st = &st};
+		ssize_t n;
 
 		key_path(rel, sizeof(rel), k->key);
 		why[0] = '\0';
-		fd = openat(v->root, rel, O_RDONLY | O_DIRECT);
-		if (fd < 0) {
-			e = errno;
-		} else {
-			if (fstat(fd, &st) < 0)
-				st.st_size = -1;
-			n = read(fd, buf,
-				 k->size > 2 * MiB ? 2 * MiB : k->size);
-			e = errno;
-			close(fd);
-		}
-		if (fd < 0 || n < 0)
-			snprintf(why, sizeof(why), "%s: %s",
-				 fd < 0 ? "open" : "read", ename(e));
+		l.size = k->size > 2 * MiB ? 2 * MiB : k->size;
+		n = eng_load(&l);
+		if (n < 0)
+			snprintf(why, sizeof(why), "%s: %s", l.step,
+				 ename((int)-n));
 		else if ((uint64_t)n != k->size ||
 			 (uint64_t)st.st_size != k->size)
 			snprintf(why, sizeof(why),

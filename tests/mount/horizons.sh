@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# Recovery horizons (issue 5: start-up does not read every stored block).
+# Recovery horizons (start-up does not read every stored block).
 # After a kill -9 of an idle daemon, start-up reads nothing of the data
 # files: the janitor recorded each file's horizon at its end. Every block
 # still reads back byte-exact. A clean start forgets the horizon of a data

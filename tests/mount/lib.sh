@@ -7,15 +7,21 @@
 # the mount is polled for, and at the end "fusermount3 -u" must unmount it
 # and the daemon must exit 0 with no sanitizer report on stderr.
 #
+# The torn suite (tests/torn) uses the same helpers for its mounts, steps
+# and cleanup; it names the helper programs it needs in T_NEEDS and checks
+# that keep going after a failure with t_error.
+#
 # Environment:
 #   KVFS            the daemon; when unset the "mount" is a second plain
 #                   directory (reference-only run, used while the daemon is
 #                   being written); such a run ends with exit 77 (skip)
-#   VLLM_IO, ERRNO_BATTERY, TREE_DUMP   the helper programs
+#   VLLM_IO, ERRNO_BATTERY, TREE_DUMP   the helper programs (T_NEEDS)
 #   KVFS_TEST_TMP   where scratch dirs go (default /var/tmp: must be a disk
 #                   filesystem with O_DIRECT and user xattrs, not tmpfs)
 #   KVFS_OPTS       extra daemon arguments, e.g. "-o loglevel=debug"
-#   KVFS_STEP_LIMIT seconds after which one helper run counts as hung (300)
+#   KVFS_STEP_LIMIT seconds after which one helper run counts as hung (300);
+#                   the daemons' threads are then dumped to
+#                   $T_TMP/daemon.threads
 #   KVFS_KEEP       keep the scratch dir of a failed test for inspection
 #
 # Exit codes: 0 pass, 77 skip, anything else fail.
@@ -28,7 +34,9 @@ T_MODE=
 T_NMOUNTS=0
 T_DONE=0
 T_KEEP_GOING=0 # 1: a differing transcript is reported, the test goes on
-T_NFAILED=0    # comparisons that failed while T_KEEP_GOING=1
+T_NFAILED=0    # failed checks that did not stop the test (t_error)
+T_NEEDS=${T_NEEDS:-VLLM_IO ERRNO_BATTERY TREE_DUMP} # helpers t_init checks
+T_CLEANUP_HOOKS=() # commands t_cleanup runs once the daemons are gone
 declare -A T_PID=()  # mountpoint -> daemon pid
 declare -A T_LOG=()  # mountpoint -> daemon stderr file
 
@@ -44,6 +52,13 @@ t_fail() {
 t_skip() {
 	echo "[$T_NAME] SKIP: $*" >&2
 	exit 77
+}
+
+# t_error MSG: a failed check after which the test goes on; t_finish then
+# fails the test.
+t_error() {
+	echo "[$T_NAME] FAILED: $* (continuing)" >&2
+	T_NFAILED=$((T_NFAILED + 1))
 }
 
 # Prints a file to stderr, indented, at most $2 lines (default 200).
@@ -63,6 +78,25 @@ t_scan_log() {
 	fi
 }
 
+# t_dump_daemons: where every thread of every daemon is, for a hang
+# report, into $T_TMP/daemon.threads.
+t_dump_daemons() {
+	local pid t
+	[ -n "$T_TMP" ] && [ -d "$T_TMP" ] || return 0
+	for pid in "${T_PID[@]}"; do
+		for t in /proc/"$pid"/task/*; do
+			echo "== $pid $t $(cat "$t/comm" 2>/dev/null)" \
+				"wchan=$(cat "$t/wchan" 2>/dev/null)"
+			cat "$t/stack" 2>/dev/null
+		done
+		if command -v gdb >/dev/null; then
+			timeout 60 gdb -batch -p "$pid" \
+				-ex 'thread apply all bt' 2>&1
+		fi
+	done >"$T_TMP/daemon.threads" 2>&1
+	t_log "daemon threads in $T_TMP/daemon.threads"
+}
+
 # Succeeds while pid is a live (not zombie) process.
 t_alive() {
 	local pid=$1 state
@@ -72,7 +106,7 @@ t_alive() {
 }
 
 t_cleanup() {
-	local rc=$? mnt pid
+	local rc=$? mnt pid hook
 	trap - EXIT
 	for mnt in "${!T_PID[@]}"; do
 		pid=${T_PID[$mnt]}
@@ -88,6 +122,9 @@ t_cleanup() {
 		fi
 		wait "$pid" 2>/dev/null
 		[ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && t_show "${T_LOG[$mnt]}" 100
+	done
+	for hook in "${T_CLEANUP_HOOKS[@]}"; do
+		"$hook"
 	done
 	if [ -n "$T_TMP" ] && [ -d "$T_TMP" ]; then
 		if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -n "${KVFS_KEEP:-}" ]; then
@@ -110,7 +147,7 @@ t_init() {
 	trap t_cleanup EXIT
 	trap 'exit 143' TERM
 	trap 'exit 130' INT
-	for prog in VLLM_IO ERRNO_BATTERY TREE_DUMP; do
+	for prog in $T_NEEDS; do
 		if [ -z "${!prog:-}" ] || [ ! -x "${!prog}" ]; then
 			t_fail "$prog is not set to an executable"
 		fi
@@ -232,8 +269,7 @@ t_compare() {
 		echo "----- $what: transcripts differ (- $na, + $nb) -----" >&2
 		cat "$T_TMP/$what.diff" >&2
 		[ "$T_KEEP_GOING" = 1 ] || t_fail "$what: $nb differs from $na"
-		echo "[$T_NAME] FAILED: $what: $nb differs from $na (continuing)" >&2
-		T_NFAILED=$((T_NFAILED + 1))
+		t_error "$what: $nb differs from $na"
 		return 0
 	fi
 	[ -s "$T_TMP/$what.ref" ] || t_fail "$what: empty transcript"
@@ -263,6 +299,7 @@ t_run() {
 		i=$((i + 1))
 		if [ "$i" -gt $((limit * 5)) ]; then
 			t_show "$err" 50
+			t_dump_daemons
 			t_fail "$* hung (still running after $limit s)"
 		fi
 		sleep 0.2
@@ -296,7 +333,7 @@ t_finish() {
 		t_umount "$mnt"
 	done
 	[ "$T_NFAILED" -eq 0 ] ||
-		t_fail "$T_NFAILED comparison(s) differed (see FAILED above)"
+		t_fail "$T_NFAILED check(s) failed (see FAILED above)"
 	T_DONE=1
 	if [ "$T_MODE" = ref ]; then
 		t_log "reference-only run passed its self-checks"

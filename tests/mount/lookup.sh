@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# The lookup manager and verdict cache through a real mount (issue 3):
+# The lookup manager and verdict cache through a real mount (kvfs(7)):
 #  - 64 threads access() one absent name at once: one probe answers them;
 #  - a block whose read fails (injected EIO) returns EIO, never a short
 #    count; the very next access() and stat() miss although the kernel had

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# Test 1: vLLM's exact syscall sequences (vllm-fs-tier.md, "Exact syscall
-# sequences"): engine start-up (mkdir -p of the namespace dir, config.json
+# Test 1: vLLM's exact syscall sequences (kvfs(7), LIFE OF A BLOCK):
+# engine start-up (mkdir -p of the namespace dir, config.json
 # written only when absent, the O_DIRECT probe and its unlink), stores
 # (access, mkdir -p incl. 8-thread races on one new leaf dir and one new top
 # dir, O_CREAT|O_EXCL temp with O_DIRECT, one write, close, rename) and loads

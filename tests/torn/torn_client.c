@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * torn_client: the engine side of scripts/torn-test. Replays vLLM's FS
- * tier store, load and lookup sequences (vllm-fs-tier.md, "Exact syscall
- * sequences") over a manifest of blocks, plus the damage the test does to
- * data files and the fault-injection hook.
+ * torn_client: the engine side of the torn suite (tests/torn). Replays
+ * vLLM's FS tier store, load and lookup sequences (kvfs(7), LIFE OF A
+ * BLOCK; the sequences are tests/common/engine.c) over a manifest of
+ * blocks, plus the damage the tests do to data files and the
+ * fault-injection hook.
  *
- *   torn_client gen ROOT COUNT SEED       print a manifest: COUNT blocks of
- *                                         mixed sizes under ROOT
+ *   torn_client gen ROOT COUNT SEED [SIZE]
+ *                                         print a manifest: COUNT blocks of
+ *                                         mixed sizes (all SIZE bytes when
+ *                                         given: same names and seeds)
+ *                                         under ROOT
  *   torn_client store [-j N] MANIFEST     store each block; like vLLM's
  *                                         batch_store_block a thread stops
  *                                         at its first failure
@@ -17,18 +21,24 @@
  *                                         the load sequence, clear it
  *   torn_client corrupt FILE OFF LEN      invert LEN bytes of FILE at OFF
  *
- * A manifest has one block a line: "PATH SIZE SEED". A block's bytes are a
- * stream derived from SEED, so a load can prove it got that version whole.
- * Blocks whose size is a multiple of 4 KiB are stored and loaded with
- * O_DIRECT, the others buffered, as vLLM decides per engine.
+ * A manifest has one block a line: "path=PATH size=SIZE seed=SEED". A
+ * block's bytes are a stream derived from SEED, so a load can prove it got
+ * that version whole. Blocks whose size is a multiple of 4 KiB are stored
+ * and loaded with O_DIRECT, the others buffered, as vLLM decides per
+ * engine.
  *
- * Output is one line per block, in manifest order:
- *   store:  "PATH stored" | "PATH exists" | "PATH fail STEP ERRNO"
- *           | "PATH skipped" (after its thread's first failure)
- *   check:  "PATH pre=hit|miss|ERRNO load=RESULT post=hit|miss|ERRNO"
+ * Output is one line per block, in manifest order, of key=value words (the
+ * scripts read them by name):
+ *   store:  "path=PATH store=stored" | "path=PATH store=exists"
+ *           | "path=PATH store=fail step=STEP err=ERRNO"
+ *           | "path=PATH store=skipped" (after its thread's first failure)
+ *   check:  "path=PATH pre=hit|miss|ERRNO load=RESULT post=hit|miss|ERRNO"
  *           RESULT: match | MISMATCH | short:N (the engine then unlinked
  *           the file: +unlinked or +unlink:ERRNO) | open:ERRNO
  *           | read:ERRNO
+ *   eio:    "path=PATH inject=ERRNO pre=.. load=.. post=.. clear=ERRNO
+ *           after=hit|miss|ERRNO"
+ *   evict:  "path=PATH evict=ERRNO" for the blocks it could not evict
  * Exit status: 0 when the program ran (the lines say what happened), 1 when
  * it could not, 2 on usage errors.
  */
@@ -55,36 +65,28 @@
 
 static const char *prog = "torn_client";
 
+#include "engine.h"
 #include "tclient.h"
 
 /* The bytes of block version seed: a splitmix stream, 8 bytes a step. */
 static void fill(unsigned char *b, size_t len, uint64_t seed)
 {
 	uint64_t s = seed ^ 0x746f726e5f74657aull;
-	size_t i = 0;
 
-	for (; i + 8 <= len; i += 8) {
-		uint64_t v = splitmix(&s);
-
-		memcpy(b + i, &v, 8);
-	}
-	if (i < len) {
-		uint64_t v = splitmix(&s);
-
-		memcpy(b + i, &v, len - i);
-	}
+	tc_fill_stream(b, len, &s);
 }
 
-static int direct_for(size_t size)
+static unsigned direct_for(size_t size)
 {
-	return size % PAGE == 0 ? O_DIRECT : 0;
+	return size % PAGE == 0 ? ENG_DIRECT : 0;
 }
 
 struct blk {
 	char *path;
 	size_t size;
 	uint64_t seed;
-	char out[160]; /* the result line's tail */
+	char out[160];	    /* the result line's tail */
+	unsigned char *buf; /* store: the buffer fill() fills */
 };
 
 struct manifest {
@@ -106,7 +108,8 @@ static void manifest_read(const char *file, struct manifest *m)
 
 		if (line[0] == '#' || line[0] == '\n')
 			continue;
-		if (sscanf(line, "%4095s %llu %llu", path, &size, &seed) != 3)
+		if (sscanf(line, "path=%4095s size=%llu seed=%llu", path, &size,
+			   &seed) != 3)
 			die("%s: bad line: %s", file, line);
 		if (m->n == cap) {
 			struct blk *nb;
@@ -135,81 +138,38 @@ static void manifest_free(struct manifest *m)
 	free(m->b);
 }
 
-/* mkdir -p of path's parent, tolerating EEXIST on a directory. */
-static int mkdir_parent(const char *path)
+/* The engine copies its row into the buffer right before the open. */
+static void store_fill(void *arg)
 {
-	char buf[4096];
-	struct stat sb;
-	char *p;
+	struct blk *b = arg;
 
-	snprintf(buf, sizeof(buf), "%s", path);
-	p = strrchr(buf, '/');
-	if (!p || p == buf)
-		return 0;
-	*p = '\0';
-	if (stat(buf, &sb) == 0)
-		return S_ISDIR(sb.st_mode) ? 0 : ENOTDIR;
-	for (p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0777) < 0 && errno != EEXIST)
-			return errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0777) < 0 && errno != EEXIST)
-		return errno;
-	if (stat(buf, &sb) < 0)
-		return errno;
-	return S_ISDIR(sb.st_mode) ? 0 : ENOTDIR;
+	fill(b->buf, b->size, b->seed);
 }
 
-/* vLLM's _store_block; the result goes to b->out. */
+/* vLLM's _store_block (tests/common/engine.c); the result goes to b->out. */
 static void store_one(struct blk *b, unsigned char *buf, uint64_t suffix)
 {
-	char tmp[4200];
-	ssize_t n;
-	int fd, e;
+	struct eng_store s = {
+		.dirfd = AT_FDCWD,
+		.path = b->path,
+		.buf = buf,
+		.size = b->size,
+		.flags = ENG_ACCESS | direct_for(b->size),
+		.suffix = suffix,
+		.fill = store_fill,
+		.arg = b,
+	};
+	int rc;
 
-	if (access(b->path, F_OK) == 0) {
-		snprintf(b->out, sizeof(b->out), "exists");
-		return;
-	}
-	e = mkdir_parent(b->path);
-	if (e) {
-		snprintf(b->out, sizeof(b->out), "fail mkdir %s", ename(e));
-		return;
-	}
-	snprintf(tmp, sizeof(tmp), "%s_%" PRIu64 ".tmp", b->path, suffix);
-	fill(buf, b->size, b->seed);
-	fd = open(tmp,
-		  O_CREAT | O_EXCL | O_WRONLY | O_TRUNC | direct_for(b->size),
-		  0644);
-	if (fd < 0) {
-		snprintf(b->out, sizeof(b->out), "fail open %s", ename(errno));
-		return;
-	}
-	n = write(fd, buf, b->size);
-	if (n != (ssize_t)b->size) {
-		e = n < 0 ? errno : EIO;
-		close(fd);
-		unlink(tmp);
-		snprintf(b->out, sizeof(b->out), "fail write %s", ename(e));
-		return;
-	}
-	if (close(fd) < 0) {
-		e = errno;
-		unlink(tmp);
-		snprintf(b->out, sizeof(b->out), "fail close %s", ename(e));
-		return;
-	}
-	if (rename(tmp, b->path) < 0) {
-		e = errno;
-		unlink(tmp);
-		snprintf(b->out, sizeof(b->out), "fail rename %s", ename(e));
-		return;
-	}
-	snprintf(b->out, sizeof(b->out), "stored");
+	b->buf = buf;
+	rc = eng_store(&s);
+	if (rc == ENG_SKIPPED)
+		snprintf(b->out, sizeof(b->out), "store=exists");
+	else if (rc == ENG_STORED)
+		snprintf(b->out, sizeof(b->out), "store=stored");
+	else
+		snprintf(b->out, sizeof(b->out), "store=fail step=%s err=%s",
+			 s.step, ename(-rc));
 }
 
 static const char *lookup(const char *path)
@@ -219,34 +179,29 @@ static const char *lookup(const char *path)
 	return errno == ENOENT ? "miss" : ename(errno);
 }
 
-/* vLLM's _load_block into buf/want (size bytes each); appends to out. */
+/* vLLM's _load_block (tests/common/engine.c) into buf/want (size bytes
+ * each); the result to out. */
 static void load_one(const struct blk *b, unsigned char *buf,
 		     unsigned char *want, char *out, size_t outlen)
 {
-	ssize_t n;
-	int fd;
+	struct eng_load l = {.dirfd = AT_FDCWD,
+			     .path = b->path,
+			     .buf = buf,
+			     .size = b->size,
+			     .flags = direct_for(b->size) | ENG_UNLINK_SHORT};
+	ssize_t n = eng_load(&l);
 
-	fd = open(b->path, O_RDONLY | direct_for(b->size));
-	if (fd < 0) {
-		snprintf(out, outlen, "open:%s", ename(errno));
-		return;
-	}
-	n = read(fd, buf, b->size);
 	if (n < 0) {
-		int e = errno;
-
-		close(fd);
-		snprintf(out, outlen, "read:%s", ename(e));
+		snprintf(out, outlen, "%s:%s", l.step, ename((int)-n));
 		return;
 	}
-	close(fd);
-	if ((size_t)n < b->size) {
-		/* A provable short read: the engine deletes the file. */
-		if (unlink(b->path) == 0)
+	if (l.short_read) {
+		/* A provable short read: the engine deleted the file. */
+		if (l.unlinked)
 			snprintf(out, outlen, "short:%zd+unlinked", n);
 		else
 			snprintf(out, outlen, "short:%zd+unlink:%s", n,
-				 ename(errno));
+				 ename(l.unlink_err));
 		return;
 	}
 	fill(want, b->size, b->seed);
@@ -294,11 +249,11 @@ static void *worker_run(void *arg)
 			continue;
 		}
 		if (failed) {
-			snprintf(b->out, sizeof(b->out), "skipped");
+			snprintf(b->out, sizeof(b->out), "store=skipped");
 			continue;
 		}
 		store_one(b, buf, suffix);
-		failed = strncmp(b->out, "fail", 4) == 0;
+		failed = strncmp(b->out, "store=fail", 10) == 0;
 	}
 	afree(buf, max);
 	if (want)
@@ -331,7 +286,7 @@ static int run_manifest(int mode, int argc, char **argv)
 	for (unsigned t = 0; t < nthreads; t++)
 		pthread_join(w[t].tid, NULL);
 	for (size_t i = 0; i < m.n; i++)
-		printf("%s %s\n", m.b[i].path, m.b[i].out);
+		printf("path=%s %s\n", m.b[i].path, m.b[i].out);
 	manifest_free(&m);
 	return 0;
 }
@@ -347,19 +302,28 @@ static const size_t gen_sizes[] = {
 	2 * MiB,   10000,     200001,	 1 * MiB + 123,
 };
 
-static int gen(const char *root, unsigned count, uint64_t seed)
+/* A manifest of count blocks under root; every block fixed_size bytes
+ * when that is not 0 (the sizes are drawn all the same, so names and seeds
+ * do not change). */
+static int gen(const char *root, unsigned count, uint64_t seed,
+	       size_t fixed_size)
 {
 	uint64_t s = seed;
+	char prefix[4096];
+
+	snprintf(prefix, sizeof(prefix), "%s/%s", root, MODEL_DIR);
 
 	for (unsigned i = 0; i < count; i++) {
 		uint64_t h1 = splitmix(&s), h2 = splitmix(&s);
 		size_t size = gen_sizes[splitmix(&s) % (sizeof(gen_sizes) /
 							sizeof(gen_sizes[0]))];
-		char hex[40];
+		char hex[40], path[4200];
 
 		snprintf(hex, sizeof(hex), "%016" PRIx64 "%016" PRIx64, h1, h2);
-		printf("%s/%s/%.3s/%.2s_g0/%s.bin %zu %" PRIu64 "\n", root,
-		       MODEL_DIR, hex, hex + 3, hex, size, seed * 1000003 + i);
+		if (eng_block_path(path, sizeof(path), prefix, hex, 0) < 0)
+			die("%s: path too long", root);
+		printf("path=%s size=%zu seed=%" PRIu64 "\n", path,
+		       fixed_size ? fixed_size : size, seed * 1000003 + i);
 	}
 	return 0;
 }
@@ -374,13 +338,13 @@ static int evict(const char *file)
 		int e;
 
 		if (fd < 0) {
-			printf("%s evict:%s\n", m.b[i].path, ename(errno));
+			printf("path=%s evict=%s\n", m.b[i].path, ename(errno));
 			continue;
 		}
 		e = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 		close(fd);
 		if (e)
-			printf("%s evict:%s\n", m.b[i].path, ename(e));
+			printf("path=%s evict=%s\n", m.b[i].path, ename(e));
 	}
 	manifest_free(&m);
 	return 0;
@@ -402,7 +366,7 @@ static int eio(const char *path, size_t size, uint64_t seed)
 
 	fd = open(path, O_RDONLY);
 	if (fd < 0) {
-		printf("%s open:%s\n", path, ename(errno));
+		printf("path=%s open=%s\n", path, ename(errno));
 		return 0;
 	}
 	snprintf(inj, sizeof(inj), "%s",
@@ -410,8 +374,8 @@ static int eio(const char *path, size_t size, uint64_t seed)
 	check_one(&b, buf, want);
 	snprintf(clr, sizeof(clr), "%s",
 		 ename(fsetxattr(fd, FAULT_XATTR, "0", 1, 0) == 0 ? 0 : errno));
-	printf("%s inject=%s %s clear=%s after=%s\n", path, inj, b.out, clr,
-	       lookup(path));
+	printf("path=%s inject=%s %s clear=%s after=%s\n", path, inj, b.out,
+	       clr, lookup(path));
 	close(fd);
 	afree(buf, asz);
 	afree(want, asz);
@@ -446,7 +410,8 @@ static int corrupt(const char *file, uint64_t off, size_t len)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: %s gen ROOT COUNT SEED | store [-j N] MANIFEST |\n"
+		"usage: %s gen ROOT COUNT SEED [SIZE] | store [-j N] MANIFEST "
+		"|\n"
 		"       check [-j N] MANIFEST | evict MANIFEST |\n"
 		"       eio PATH SIZE SEED | corrupt FILE OFF LEN\n",
 		prog);
@@ -459,9 +424,10 @@ int main(int argc, char **argv)
 
 	if (argc < 2)
 		usage();
-	if (strcmp(argv[1], "gen") == 0 && argc == 5)
+	if (strcmp(argv[1], "gen") == 0 && (argc == 5 || argc == 6))
 		rc = gen(argv[2], (unsigned)strtoul(argv[3], NULL, 0),
-			 strtoull(argv[4], NULL, 0));
+			 strtoull(argv[4], NULL, 0),
+			 argc == 6 ? strtoull(argv[5], NULL, 0) : 0);
 	else if (strcmp(argv[1], "store") == 0)
 		rc = run_manifest('s', argc, argv);
 	else if (strcmp(argv[1], "check") == 0)

@@ -1,34 +1,41 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * torn_records: lists the records in a kvfs data directory by walking every
- * DATADIR/data/NNNNNN.kvd from its start with store_hdr_decode (core/store.h),
- * without the daemon or the index. Used by scripts/torn-test to find where
- * each block lives before it damages a data file, and afterwards to show
- * what is left.
+ * DATADIR/data/NNNNNN.kvd from its start with core's record iterator
+ * (core/record.h), without the daemon or the index. Used by the torn suite (tests/torn) to
+ * find where each block lives before it damages a data file, and
+ * afterwards to show what is left.
  *
  *   torn_records [-c] DATADIR
+ *       one line per record, in file order:
+ *         file=N off=O hdr_len=H len=L span=S type=T seq=Q ino=I state=X
+ *         path=P
+ *   torn_records [-c] -m MANIFEST -p MNT DATADIR
+ *       the join of a torn_client manifest with the data records: for each
+ *       block of MANIFEST (path=MNT/REL size= seed=), in manifest order,
+ *         rel=REL size=N seed=S file=N off=O hdr_len=H len=L span=S ino=I
+ *       from the one whole ("ok") data record the block was stored as (its
+ *       path, the engine's temp name, is REL plus "_<n>.tmp"). A block
+ *       without exactly one such record, or whose length is not its size,
+ *       is named on stderr and makes the exit status 1.
  *
- * One line per record, in file order:
- *
- *   FILE OFF HDR_LEN LEN SPAN TYPE SEQ INO STATE PATH
- *
- * FILE is the data file's number, OFF the record's offset in it, SPAN the
- * bytes the record occupies (header plus payload padded to 4 KiB), TYPE
- * "data" or "name", PATH the path within the mount the header records (for
+ * file is the data file's number, off the record's offset in it, span the
+ * bytes the record occupies (header plus payload padded to 4 KiB), type
+ * "data" or "name", path the path within the mount the header records (for
  * a data record the name it was written under, usually the engine's temp
- * name; a name record holds the later name of INO). STATE is "short" when
+ * name; a name record holds the later name of ino). state is "short" when
  * the file ends before the record does, "crc" (only with -c, data records
  * only) when a payload chunk fails the CRC32C its header holds, "ok"
- * otherwise.
+ * otherwise. Lines are key=value words so that the scripts read fields by
+ * name, never by position.
  *
  * A 4 KiB page that is not a valid header (a punched hole, garbage, a torn
  * header) is skipped: records start on 4 KiB boundaries. A header cut by
- * the end of the file is reported as "# FILE OFF torn header".
+ * the end of the file is reported as "# file=N off=O torn header".
  *
- * Exit status: 0 when every data file could be read, 1 otherwise, 2 on
- * usage errors.
+ * Exit status: 0 when every data file could be read (and, with -m, every
+ * block has its record), 1 otherwise, 2 on usage errors.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -39,8 +46,9 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "datadir.h"
 #include "kvtypes.h"
-#include "store.h"
+#include "record.h"
 
 static const char *prog = "torn_records";
 
@@ -64,12 +72,6 @@ static ssize_t tr_pread(int fd, void *buf, size_t len, uint64_t off)
 	return (ssize_t)got;
 }
 
-static uint32_t tr_le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
 /* Checks every payload chunk of a complete data record: 1 good, 0 bad. */
 static int tr_crc_ok(int fd, uint64_t base, const struct store_hdr *h,
 		     unsigned char *chunk)
@@ -82,166 +84,301 @@ static int tr_crc_ok(int fd, uint64_t base, const struct store_hdr *h,
 
 		if (n != (ssize_t)clen)
 			return 0;
-		if (crc32c(0, chunk, clen) != tr_le32(h->crcs + 4 * c))
+		if (crc32c(0, chunk, clen) != store_hdr_crc(h, c))
 			return 0;
 	}
 	return 1;
 }
 
-static int tr_file(int dirfd, const char *name, unsigned id, int check)
-{
-	unsigned char *hdr = NULL, *chunk = NULL;
-	size_t hcap = KV_ALIGN;
-	uint64_t off = 0, size;
-	struct stat sb;
-	int fd, rc = 0;
+/* One record as the walker found it; path points into the header. */
+struct tr_rec {
+	unsigned file;
+	uint64_t off, len, span, seq, ino;
+	uint32_t hdr_len;
+	int data; /* a data record (else a name record) */
+	const char *state;
+	const char *path;
+	uint32_t path_len;
+};
 
-	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &sb) < 0) {
-		fprintf(stderr, "%s: %s: %s\n", prog, name, strerror(errno));
-		if (fd >= 0)
-			close(fd);
+typedef void (*tr_rec_fn)(const struct tr_rec *r, void *arg);
+
+/* Walks data file name (number id) with core's record iterator, calling
+ * fn for every record. A page with no header is passed over (resync); a
+ * header cut by the end of the file ends the walk. 0 or -1. */
+static int tr_file(int dirfd, const char *name, unsigned id, int check,
+		   tr_rec_fn fn, void *arg)
+{
+	const struct record_iter_opts opts = {.resync = 1};
+	unsigned char *chunk = malloc(KV_CHUNK_SIZE);
+	struct record_iter it;
+	int rc = 0, st;
+
+	if (!chunk) {
+		fprintf(stderr, "%s: out of memory\n", prog);
 		return -1;
 	}
-	size = (uint64_t)sb.st_size;
-	hdr = malloc(hcap);
-	chunk = malloc(KV_CHUNK_SIZE);
-	if (!hdr || !chunk) {
-		fprintf(stderr, "%s: out of memory\n", prog);
-		rc = -1;
-		goto out;
+	st = record_iter_open_at(&it, dirfd, name, 0, &opts);
+	if (st < 0) {
+		fprintf(stderr, "%s: %s: %s\n", prog, name, strerror(-st));
+		free(chunk);
+		return -1;
 	}
-	while (off < size) {
-		struct store_hdr h;
-		uint64_t span, end;
-		const char *state;
-		ssize_t n;
-		int d;
+	for (;;) {
+		struct record r;
+		struct tr_rec t = {.file = id};
 
-		n = tr_pread(fd, hdr, KV_ALIGN, off);
-		if (n < 0) {
+		st = record_iter_next(&it, &r);
+		if (st < 0) {
 			fprintf(stderr, "%s: %s at %" PRIu64 ": %s\n", prog,
-				name, off, strerror(errno));
+				name, record_iter_tell(&it), strerror(-st));
 			rc = -1;
 			break;
 		}
-		d = store_hdr_decode(hdr, (size_t)n, &h);
-		if (d == -EAGAIN && (size_t)n >= 20) {
-			/* A header longer than one page: read all of it. */
-			uint32_t want = tr_le32(hdr + 16);
-
-			if (want > hcap) {
-				unsigned char *nh = realloc(hdr, want);
-
-				if (!nh) {
-					fprintf(stderr, "%s: out of memory\n",
-						prog);
-					rc = -1;
-					break;
-				}
-				hdr = nh;
-				hcap = want;
-			}
-			n = tr_pread(fd, hdr, want, off);
-			if (n < 0) {
-				rc = -1;
-				break;
-			}
-			d = store_hdr_decode(hdr, (size_t)n, &h);
-		}
-		if (d == -EAGAIN) {
-			printf("# %u %" PRIu64 " torn header\n", id, off);
+		if (st == RECORD_END)
+			break;
+		if (st == RECORD_TORN) {
+			printf("# file=%u off=%" PRIu64 " torn header\n", id,
+			       r.off);
 			break;
 		}
-		if (d < 0) {
-			off += KV_ALIGN;
-			continue;
-		}
-		span = h.hdr_len + kv_align_up(h.len);
-		end = off + span;
-		if (end > size)
-			state = "short";
-		else if (check && h.type == STORE_REC_DATA &&
-			 !tr_crc_ok(fd, off + h.hdr_len, &h, chunk))
-			state = "crc";
+		t.off = r.off;
+		t.hdr_len = r.hdr.hdr_len;
+		t.len = r.hdr.len;
+		t.span = r.span;
+		t.seq = r.hdr.seq;
+		t.ino = r.hdr.ino;
+		t.data = r.hdr.type == STORE_REC_DATA;
+		t.path = r.hdr.path;
+		t.path_len = r.hdr.path_len;
+		if (st == RECORD_SHORT)
+			t.state = "short";
+		else if (check && t.data &&
+			 !tr_crc_ok(it.fd, r.off + r.hdr.hdr_len, &r.hdr,
+				    chunk))
+			t.state = "crc";
 		else
-			state = "ok";
-		printf("%u %" PRIu64 " %" PRIu32 " %" PRIu64 " %" PRIu64
-		       " %s %" PRIu64 " %" PRIu64 " %s %.*s\n",
-		       id, off, h.hdr_len, h.len, span,
-		       h.type == STORE_REC_DATA ? "data" : "name", h.seq, h.ino,
-		       state, (int)h.path_len, h.path);
-		off = end;
+			t.state = "ok";
+		fn(&t, arg);
+		if (st == RECORD_SHORT)
+			record_iter_seek(&it, r.next);
 	}
-out:
+	record_iter_close(&it);
 	free(chunk);
-	free(hdr);
-	close(fd);
 	return rc;
 }
 
-static int tr_cmp(const void *a, const void *b)
+/* Walks every DATADIR/data/NNNNNN.kvd in number order. Returns 0, or 1
+ * when a data file could not be read. */
+static int tr_walk(const char *datadir, int check, tr_rec_fn fn, void *arg)
 {
-	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+	uint32_t *ids = NULL;
+	size_t nids = 0;
+	char path[4096];
+	int rc = 0, dfd, e;
 
-	return x < y ? -1 : x > y;
+	e = datadir_list(datadir, &ids, &nids);
+	if (e == 0)
+		e = datadir_path(path, sizeof(path), datadir, DATADIR_DATA);
+	dfd = e == 0 ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (dfd < 0) {
+		fprintf(stderr, "%s: %s/%s: %s\n", prog, datadir, DATADIR_DATA,
+			strerror(e ? -e : errno));
+		free(ids);
+		return 1;
+	}
+	for (size_t i = 0; i < nids; i++) {
+		char name[DATADIR_NAME_MAX];
+
+		if (datadir_file_name(name, sizeof(name), ids[i]) < 0 ||
+		    tr_file(dfd, name, ids[i], check, fn, arg) < 0)
+			rc = 1;
+	}
+	free(ids);
+	close(dfd);
+	return rc;
+}
+
+/* The listing mode: one key=value line per record. */
+static void tr_print(const struct tr_rec *r, void *arg)
+{
+	(void)arg;
+	printf("file=%u off=%" PRIu64 " hdr_len=%" PRIu32 " len=%" PRIu64
+	       " span=%" PRIu64 " type=%s seq=%" PRIu64 " ino=%" PRIu64
+	       " state=%s path=%.*s\n",
+	       r->file, r->off, r->hdr_len, r->len, r->span,
+	       r->data ? "data" : "name", r->seq, r->ino, r->state,
+	       (int)r->path_len, r->path);
+}
+
+/* A block of the manifest and the whole data records stored for it. */
+struct tr_block {
+	char *rel; /* the path within the mount */
+	unsigned long long size, seed;
+	unsigned nrec;	   /* whole data records under rel's temp names */
+	struct tr_rec rec; /* the last one (path not kept) */
+};
+
+struct tr_join {
+	struct tr_block *b;
+	size_t n;
+};
+
+/* Whether path[0..len) is rel + "_<digits>.tmp" (the engine's temp) or
+ * rel itself. */
+static int tr_is_temp_of(const char *path, size_t len, const char *rel)
+{
+	size_t rl = strlen(rel), i;
+
+	if (len == rl && memcmp(path, rel, rl) == 0)
+		return 1;
+	if (len < rl + 6 || memcmp(path, rel, rl) != 0 || path[rl] != '_' ||
+	    memcmp(path + len - 4, ".tmp", 4) != 0)
+		return 0;
+	for (i = rl + 1; i < len - 4; i++)
+		if (path[i] < '0' || path[i] > '9')
+			return 0;
+	return i > rl + 1;
+}
+
+static void tr_join_rec(const struct tr_rec *r, void *arg)
+{
+	struct tr_join *j = arg;
+
+	if (!r->data || strcmp(r->state, "ok") != 0)
+		return;
+	for (size_t i = 0; i < j->n; i++) {
+		if (!tr_is_temp_of(r->path, r->path_len, j->b[i].rel))
+			continue;
+		j->b[i].nrec++;
+		j->b[i].rec = *r;
+		j->b[i].rec.path = NULL;
+		return;
+	}
+}
+
+/* The value of "key=" among the words of line, or NULL. */
+static const char *tr_kv(char *line, const char *key, char *out, size_t n)
+{
+	size_t kl = strlen(key);
+
+	for (char *w = line; *w;) {
+		size_t wl = strcspn(w, " \t\n");
+
+		if (wl > kl && strncmp(w, key, kl) == 0 && w[kl] == '=') {
+			snprintf(out, n, "%.*s", (int)(wl - kl - 1),
+				 w + kl + 1);
+			return out;
+		}
+		w += wl;
+		w += strspn(w, " \t\n");
+	}
+	return NULL;
+}
+
+/* Reads a torn_client manifest (path= size= seed= lines) into j, the
+ * paths made relative to mnt. Exits 1 on a line it cannot use. */
+static void tr_read_manifest(struct tr_join *j, const char *file,
+			     const char *mnt)
+{
+	char line[8192], path[4096], size[32], seed[32];
+	size_t cap = 0, ml = strlen(mnt);
+	FILE *f = fopen(file, "r");
+
+	if (!f) {
+		fprintf(stderr, "%s: %s: %s\n", prog, file, strerror(errno));
+		exit(1);
+	}
+	while (fgets(line, sizeof(line), f)) {
+		if (line[0] == '#' || line[0] == '\n')
+			continue;
+		if (!tr_kv(line, "path", path, sizeof(path)) ||
+		    !tr_kv(line, "size", size, sizeof(size)) ||
+		    !tr_kv(line, "seed", seed, sizeof(seed)) ||
+		    strncmp(path, mnt, ml) != 0) {
+			fprintf(stderr, "%s: %s: bad line (mount %s): %s", prog,
+				file, mnt, line);
+			exit(1);
+		}
+		if (j->n == cap) {
+			cap = cap ? cap * 2 : 256;
+			j->b = realloc(j->b, cap * sizeof(*j->b));
+			if (!j->b) {
+				fprintf(stderr, "%s: out of memory\n", prog);
+				exit(1);
+			}
+		}
+		j->b[j->n] = (struct tr_block){
+			.rel = strdup(path + ml),
+			.size = strtoull(size, NULL, 10),
+			.seed = strtoull(seed, NULL, 10),
+		};
+		if (!j->b[j->n].rel)
+			exit(1);
+		j->n++;
+	}
+	fclose(f);
+}
+
+/* The join mode: one line per manifest block. Returns the exit status. */
+static int tr_join_main(const char *datadir, const char *man, const char *mnt,
+			int check)
+{
+	struct tr_join j = {0};
+	int rc;
+
+	tr_read_manifest(&j, man, mnt);
+	rc = tr_walk(datadir, check, tr_join_rec, &j);
+	for (size_t i = 0; i < j.n; i++) {
+		const struct tr_block *b = &j.b[i];
+
+		if (b->nrec != 1 || b->rec.len != b->size) {
+			fprintf(stderr, "no single whole record for %s (%u)\n",
+				b->rel, b->nrec);
+			rc = 1;
+		} else {
+			printf("rel=%s size=%llu seed=%llu file=%u off=%" PRIu64
+			       " hdr_len=%" PRIu32 " len=%" PRIu64
+			       " span=%" PRIu64 " ino=%" PRIu64 "\n",
+			       b->rel, b->size, b->seed, b->rec.file,
+			       b->rec.off, b->rec.hdr_len, b->rec.len,
+			       b->rec.span, b->rec.ino);
+		}
+		free(b->rel);
+	}
+	free(j.b);
+	return rc;
+}
+
+static int tr_usage(void)
+{
+	fprintf(stderr, "usage: %s [-c] [-m MANIFEST -p MNT] DATADIR\n", prog);
+	return 2;
 }
 
 int main(int argc, char **argv)
 {
-	unsigned *ids = NULL;
-	size_t nids = 0, cap = 0;
-	int check = 0, rc = 0, dfd;
-	struct dirent *de;
-	char path[4096];
-	DIR *d;
+	const char *man = NULL, *mnt = NULL;
+	int check = 0, opt;
 
-	if (argc == 3 && strcmp(argv[1], "-c") == 0) {
-		check = 1;
-		argv++;
-		argc--;
-	}
-	if (argc != 2) {
-		fprintf(stderr, "usage: %s [-c] DATADIR\n", prog);
-		return 2;
-	}
-	snprintf(path, sizeof(path), "%s/data", argv[1]);
-	d = opendir(path);
-	if (!d) {
-		fprintf(stderr, "%s: %s: %s\n", prog, path, strerror(errno));
-		return 1;
-	}
-	dfd = dirfd(d);
-	while ((de = readdir(d)) != NULL) {
-		unsigned id;
-		int end = 0;
-
-		if (sscanf(de->d_name, "%u.kvd%n", &id, &end) != 1 ||
-		    de->d_name[end] != '\0')
-			continue;
-		if (nids == cap) {
-			unsigned *n;
-
-			cap = cap ? cap * 2 : 16;
-			n = realloc(ids, cap * sizeof(*ids));
-			if (!n) {
-				fprintf(stderr, "%s: out of memory\n", prog);
-				return 1;
-			}
-			ids = n;
+	while ((opt = getopt(argc, argv, "cm:p:")) != -1) {
+		switch (opt) {
+		case 'c':
+			check = 1;
+			break;
+		case 'm':
+			man = optarg;
+			break;
+		case 'p':
+			mnt = optarg;
+			break;
+		default:
+			return tr_usage();
 		}
-		ids[nids++] = id;
 	}
-	if (nids > 1)
-		qsort(ids, nids, sizeof(*ids), tr_cmp);
-	for (size_t i = 0; i < nids; i++) {
-		char name[32];
-
-		snprintf(name, sizeof(name), "%06u.kvd", ids[i]);
-		if (tr_file(dfd, name, ids[i], check) < 0)
-			rc = 1;
-	}
-	free(ids);
-	closedir(d);
-	return rc;
+	if (optind != argc - 1 || !man != !mnt)
+		return tr_usage();
+	if (man)
+		return tr_join_main(argv[optind], man, mnt, check);
+	return tr_walk(argv[optind], check, tr_print, NULL);
 }
