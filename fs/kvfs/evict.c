@@ -33,6 +33,7 @@
 
 #include "fs_int.h"
 #include "notify.h"
+#include "recover.h"
 
 /* Names per index listing while evicting or collecting temp files. */
 #define EVICT_BATCH 64
@@ -286,175 +287,12 @@ static void evict_tmp(struct fs *fs, int64_t cutoff_ns)
 	}
 }
 
-static int evict_ref(void *arg, uint32_t id, uint64_t off)
-{
-	struct fs *fs = arg;
-
-	return idx_extent_at(fs->idx, id, off) == 1;
-}
-
-static int evict_next(void *arg, uint32_t id, uint64_t off, uint64_t *next)
-{
-	struct fs *fs = arg;
-
-	return idx_next_extent(fs->idx, id, off, next);
-}
-
-/*
- * Data files walked from their start after a crash when no recovery horizon
- * was recorded for them (the lanes' active files and more).
- */
-#define EVICT_RECOVER_FILES 16
-/* Horizons read or written at once; more data files are walked whole. */
-#define EVICT_MAX_HORIZONS 4096
-
-/* The horizon recorded for id, or -1. */
-static int64_t evict_horizon_of(const uint32_t *ids, const uint64_t *offs,
-				int n, uint32_t id)
-{
-	for (int i = 0; i < n; i++)
-		if (ids[i] == id)
-			return (int64_t)offs[i];
-	return -1;
-}
-
-/*
- * Drops the names whose records file id no longer holds (provably short),
- * then walks it from offset from, reclaiming records never committed.
- * Returns the names dropped.
- */
-static uint64_t evict_recover_file(struct fs *fs, uint32_t id, uint64_t from,
-				   struct idx_name *batch, uint64_t *walked)
-{
-	struct store_recovery r;
-	uint64_t dropped = 0, size;
-	int got, passes = 0;
-
-	if (store_file_size(fs->store, id, &size) < 0)
-		return 0;
-	*walked += from < size ? size - from : 0;
-	while (passes++ < 4096 &&
-	       (got = idx_records_past(fs->idx, id, size, batch, EVICT_BATCH)) >
-		       0) {
-		for (int i = 0; i < got; i++) {
-			uint32_t nlink = 0;
-			uint64_t ino;
-
-			if (batch[i].parent &&
-			    idx_unlink(fs->idx, batch[i].parent, batch[i].name,
-				       0, fs_now_ns(), &ino, &nlink) == 0)
-				log_warn("dropped %s (inode %llu): its record "
-					 "in %06u.kvd was cut short by a crash",
-					 batch[i].name,
-					 (unsigned long long)batch[i].ino, id);
-			node_release_inode(fs, batch[i].ino);
-			dropped++;
-		}
-	}
-	if (from >= size)
-		return dropped;
-	if (store_recover_file(fs->store, id, from, evict_ref, evict_next, fs,
-			       &r) < 0)
-		return dropped;
-	if (r.unreferenced || r.torn_tail)
-		log_info("%06u.kvd: reclaimed %llu bytes (%llu records never "
-			 "committed%s)",
-			 id, (unsigned long long)r.freed_bytes,
-			 (unsigned long long)r.unreferenced,
-			 r.torn_tail ? ", a torn tail" : "");
-	return dropped;
-}
-
-void fs_recover(struct fs *fs, int crashed)
-{
-	uint32_t newest[EVICT_RECOVER_FILES], *hids, *gone, *done;
-	uint64_t *hoffs, *doffs, dropped = 0, walked = 0, size;
-	int64_t t0 = fs_now_ns();
-	struct idx_name *batch;
-	int nnew, nh, ngone = 0, ndone = 0;
-
-	batch = calloc(EVICT_BATCH, sizeof(*batch));
-	hids = calloc(EVICT_MAX_HORIZONS, sizeof(*hids));
-	hoffs = calloc(EVICT_MAX_HORIZONS, sizeof(*hoffs));
-	gone = calloc(EVICT_MAX_HORIZONS, sizeof(*gone));
-	done = calloc(EVICT_MAX_HORIZONS + EVICT_RECOVER_FILES, sizeof(*done));
-	doffs = calloc(EVICT_MAX_HORIZONS + EVICT_RECOVER_FILES,
-		       sizeof(*doffs));
-	if (!batch || !hids || !hoffs || !gone || !done || !doffs) {
-		log_err("recovery: out of memory");
-		goto out;
-	}
-	nh = idx_horizons_get(fs->idx, hids, hoffs, EVICT_MAX_HORIZONS);
-	if (nh < 0)
-		nh = 0;
-	/* Horizons of removed files: a later file may reuse the id. */
-	for (int i = 0; i < nh; i++)
-		if (store_file_size(fs->store, hids[i], &size) == -ENOENT)
-			gone[ngone++] = hids[i];
-	if (ngone)
-		idx_horizons_drop(fs->idx, (size_t)ngone, gone);
-	if (!crashed) {
-		/* A clean stop: every file is whole up to its end. */
-		nnew = store_newest(fs->store, gone, EVICT_MAX_HORIZONS);
-		for (int f = 0; f < nnew; f++) {
-			if (evict_horizon_of(hids, hoffs, nh, gone[f]) < 0 &&
-			    store_file_size(fs->store, gone[f], &size) == 0) {
-				done[ndone] = gone[f];
-				doffs[ndone++] = size;
-			}
-		}
-		if (ndone)
-			idx_horizons_put(fs->idx, (size_t)ndone, done, doffs);
-		goto out;
-	}
-	/* Files with a horizon: from there. */
-	for (int i = 0; i < nh; i++) {
-		if (store_file_size(fs->store, hids[i], &size) < 0)
-			continue;
-		dropped += evict_recover_file(fs, hids[i], hoffs[i], batch,
-					      &walked);
-		if (store_file_size(fs->store, hids[i], &size) == 0) {
-			done[ndone] = hids[i];
-			doffs[ndone++] = size;
-		}
-	}
-	/* The newest files without one: whole. */
-	nnew = store_newest(fs->store, newest, EVICT_RECOVER_FILES);
-	for (int f = 0; f < nnew; f++) {
-		if (evict_horizon_of(hids, hoffs, nh, newest[f]) >= 0)
-			continue;
-		dropped += evict_recover_file(fs, newest[f], 0, batch, &walked);
-		if (store_file_size(fs->store, newest[f], &size) == 0) {
-			done[ndone] = newest[f];
-			doffs[ndone++] = size;
-		}
-	}
-	/* Walked: the next recovery starts at today's ends. */
-	if (ndone)
-		idx_horizons_put(fs->idx, (size_t)ndone, done, doffs);
-	log_info("crash recovery: read %llu MiB of %d data files in %lld ms",
-		 (unsigned long long)(walked >> 20), ndone,
-		 (long long)((fs_now_ns() - t0) / 1000000));
-	if (dropped)
-		log_warn("crash recovery: dropped %llu names whose records "
-			 "were cut short",
-			 (unsigned long long)dropped);
-	atomic_fetch_add(&fs->dropped, dropped);
-out:
-	free(batch);
-	free(hids);
-	free(hoffs);
-	free(gone);
-	free(done);
-	free(doffs);
-}
-
 /* The janitor's view of the recovery horizons it recorded. */
 struct evict_hz {
-	uint32_t ids[EVICT_MAX_HORIZONS], last_ids[EVICT_MAX_HORIZONS];
-	uint64_t offs[EVICT_MAX_HORIZONS], last_offs[EVICT_MAX_HORIZONS];
-	uint32_t put_ids[EVICT_MAX_HORIZONS];
-	uint64_t put_offs[EVICT_MAX_HORIZONS];
+	uint32_t ids[RECOVER_MAX_HORIZONS], last_ids[RECOVER_MAX_HORIZONS];
+	uint64_t offs[RECOVER_MAX_HORIZONS], last_offs[RECOVER_MAX_HORIZONS];
+	uint32_t put_ids[RECOVER_MAX_HORIZONS];
+	uint64_t put_offs[RECOVER_MAX_HORIZONS];
 	int nlast;
 };
 
@@ -465,12 +303,12 @@ struct evict_hz {
 static void evict_horizons(struct fs *fs, struct evict_hz *hz)
 {
 	int n = store_horizons(fs->store, hz->ids, hz->offs,
-			       EVICT_MAX_HORIZONS);
+			       RECOVER_MAX_HORIZONS);
 	size_t nput = 0;
 
 	for (int i = 0; i < n; i++) {
-		if (evict_horizon_of(hz->last_ids, hz->last_offs, hz->nlast,
-				     hz->ids[i]) == (int64_t)hz->offs[i])
+		if (recover_horizon_of(hz->last_ids, hz->last_offs, hz->nlast,
+				       hz->ids[i]) == (int64_t)hz->offs[i])
 			continue;
 		hz->put_ids[nput] = hz->ids[i];
 		hz->put_offs[nput++] = hz->offs[i];

@@ -287,15 +287,6 @@ struct fs_evict_result {
  * FUSE handler nor the janitor.
  */
 void fs_evict(struct fs *fs, uint64_t target, struct fs_evict_result *r);
-/*
- * At start-up: forgets the recovery horizons of removed data files. After
- * a crash (crashed 1) also drops names whose records the data files no
- * longer hold and reclaims records no name points at: in each data file
- * from its recorded horizon (the janitor records them every period), and
- * in the newest files without one from their start. Start-up reads what
- * was appended in the last moments before the crash, not every block.
- */
-void fs_recover(struct fs *fs, int crashed);
 
 /* fs/ctl.c: the .kvfs control directory */
 int fs_ctl_ino(uint64_t ino);

@@ -38,6 +38,7 @@
 #include "ctlsock.h"
 #include "fs_int.h"
 #include "notify.h"
+#include "recover.h"
 
 /* Exit status for start-up errors (usage, data directory, database). */
 #define KVFS_EXIT_CONFIG 2
@@ -327,6 +328,33 @@ static int kvfs_check_dirs(struct fs *fs, const char *mountpoint)
 static void kvfs_free_extent(void *arg, const struct kv_extent *ext)
 {
 	node_free_extent(arg, ext);
+}
+
+static int64_t kvfs_recover_now(void *ctx)
+{
+	return fs_now_ns();
+}
+
+static void kvfs_recover_release(void *ctx, uint64_t ino)
+{
+	node_release_inode(ctx, ino);
+}
+
+/*
+ * Crash recovery at start-up (recover_run): the data directory library
+ * does the work; the node table releases the inodes of dropped names.
+ */
+static void fs_recover(struct fs *fs, int crashed)
+{
+	const struct recover_ops ops = {
+		.now_ns = kvfs_recover_now,
+		.release = kvfs_recover_release,
+		.ctx = fs,
+	};
+	struct recover_result r;
+
+	recover_run(fs->idx, fs->store, crashed, &ops, &r);
+	atomic_fetch_add(&fs->dropped, r.dropped);
 }
 
 /* Marks DATADIR as cleanly stopped (see kvfs_open_store). */
