@@ -32,7 +32,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs_int.h"
+#include "capacity.h"
+#include "ctlfiles.h"
+#include "fs.h"
 #include "notify.h"
 
 struct ctlsock {
@@ -511,7 +513,7 @@ static void ctlsock_evict(struct ctlsock *cs, struct ctlsock_buf *b,
 		       (unsigned long long)r.used_after,
 		       (unsigned long long)r.blocks,
 		       (unsigned long long)r.bytes,
-		       (unsigned long long)atomic_load(&fs->evicted),
+		       (unsigned long long)atomic_load(&fs->cap->evicted),
 		       reached ? "true" : "false");
 }
 

@@ -35,9 +35,15 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "capacity.h"
 #include "ctlsock.h"
-#include "fs_int.h"
+#include "fs.h"
+#include "fsclock.h"
+#include "janitor.h"
+#include "lookup.h"
+#include "node.h"
 #include "notify.h"
+#include "ops.h"
 #include "recover.h"
 
 /* Exit status for start-up errors (usage, data directory, database). */
@@ -387,6 +393,39 @@ static void kvfs_mark_clean(const char *datadir)
 	kvfs_sync_dir(datadir);
 }
 
+static uint64_t kvfs_cap_now(void *arg)
+{
+	return (uint64_t)fs_now_ns();
+}
+
+static int kvfs_cap_remove(void *ctx, const struct idx_name *e)
+{
+	return node_evict_name(ctx, e);
+}
+
+/*
+ * The capacity module on the settled watermarks, and the node table's
+ * upward calls into it.
+ */
+static int kvfs_start_cap(struct fs *fs)
+{
+	const struct cap_config cfg = {
+		.datadir = fs->cfg.datadir,
+		.high_wm = fs->cfg.high_wm,
+		.low_wm = fs->cfg.low_wm,
+		.now_ns = kvfs_cap_now,
+		.remove = kvfs_cap_remove,
+		.ctx = fs,
+	};
+
+	if (cap_new(&fs->cap, fs->idx, fs->store, &cfg) < 0) {
+		fprintf(stderr, "kvfs: out of memory\n");
+		return -1;
+	}
+	cap_set_upcalls(fs);
+	return 0;
+}
+
 /* Settles the capacity and watermarks in bytes. */
 static int kvfs_capacity(struct fs *fs)
 {
@@ -414,7 +453,7 @@ static int kvfs_capacity(struct fs *fs)
 		 (unsigned long long)(c->high_wm >> 20),
 		 (unsigned long long)(c->low_wm >> 20),
 		 (unsigned long long)(used >> 20), (unsigned long long)nfiles);
-	return 0;
+	return kvfs_start_cap(fs);
 }
 
 static int kvfs_open_store(struct fs *fs)
@@ -540,9 +579,6 @@ int main(int argc, char **argv)
 	fs.gid = getgid();
 	clock_gettime(CLOCK_REALTIME, &fs.start_time);
 	fs.start_ns = fs_now_ns();
-	pthread_mutex_init(&fs.evict_lock, NULL);
-	pthread_mutex_init(&fs.touch_lock, NULL);
-	pthread_cond_init(&fs.janitor_cond, NULL);
 #ifdef KVFS_FAULT_INJECTION
 	pthread_mutex_init(&fs.fault_lock, NULL);
 #endif
@@ -647,6 +683,8 @@ out_close:
 	opened = fs.store != NULL && fs.idx != NULL;
 	store_close(fs.store);
 	idx_close(fs.idx);
+	fs.up = (struct fs_upcalls){0};
+	cap_free(fs.cap);
 	/* Every append is synchronous: after the loop nothing is half done. */
 	if (opened)
 		kvfs_mark_clean(fs.cfg.datadir);

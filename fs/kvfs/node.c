@@ -9,7 +9,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "fs_int.h"
+#include "fs.h"
+#include "fsclock.h"
+#include "node.h"
+#include "notify.h"
 
 #define NODE_BUCKETS 65536u
 
@@ -322,7 +325,8 @@ void node_free_extent(struct fs *fs, const struct kv_extent *ext)
 
 	if (ext->file_id == 0)
 		return;
-	atomic_fetch_sub(&fs->used_est, (int64_t)kv_extent_span(ext));
+	if (fs->up.used)
+		fs->up.used(fs->up.ctx, -(int64_t)kv_extent_span(ext));
 	rc = idx_datafile_refs(fs->idx, ext->file_id, &refs);
 	if (rc < 0)
 		refs = 1; /* keep the file when unsure */
@@ -535,8 +539,12 @@ int node_flush_locked(struct fs *fs, struct node *n)
 			rc = -ENOMEM;
 			goto out_free;
 		}
-		rc = fs_make_room(fs, store_hdr_len(size, strlen(path)) +
-					      kv_align_up(size));
+		rc = fs->up.make_room
+			     ? fs->up.make_room(
+				       fs->up.ctx,
+				       store_hdr_len(size, strlen(path)) +
+					       kv_align_up(size))
+			     : 0;
 		if (rc < 0)
 			goto out_free;
 		/* Records end on a KV_ALIGN boundary: zero the padding. */
@@ -546,7 +554,8 @@ int node_flush_locked(struct fs *fs, struct node *n)
 				      crcs, &ext);
 		if (rc < 0)
 			goto out_free;
-		atomic_fetch_add(&fs->used_est, (int64_t)kv_extent_span(&ext));
+		if (fs->up.used)
+			fs->up.used(fs->up.ctx, (int64_t)kv_extent_span(&ext));
 	}
 	rc = idx_set_extent(fs->idx, n->ino, size, n->attr.mtime_ns, &ext, crcs,
 			    kv_nchunks(size), &old);
@@ -566,7 +575,8 @@ int node_flush_locked(struct fs *fs, struct node *n)
 	n->disk_size = size;
 	node_discard(fs, n);
 	node_free_extent(fs, &old);
-	fs_touch(fs, n->ino);
+	if (fs->up.touch)
+		fs->up.touch(fs->up.ctx, n->ino);
 out_free:
 	if (rc < 0)
 		log_warn("cannot save %s (inode %llu, %llu bytes): %s",
@@ -611,4 +621,71 @@ void node_flush_all(struct fs *fs)
 		node_put(fs, dirty[i], 0, 0, 1);
 	}
 	free(dirty);
+}
+
+void fs_relink(struct fs *fs, uint64_t ino, uint32_t nlink, int64_t now)
+{
+	struct node *n = node_find(fs, ino);
+
+	if (!n) {
+		if (nlink == 0)
+			node_release_inode(fs, ino);
+		return;
+	}
+	pthread_rwlock_wrlock(&n->rw);
+	n->attr.nlink = nlink;
+	n->attr.ctime_ns = now;
+	pthread_rwlock_unlock(&n->rw);
+	node_put(fs, n, 0, 0, 1);
+}
+
+static struct timespec fs_ts(int64_t ns)
+{
+	/* Floor division: times before 1970 keep tv_nsec in [0, 1e9). */
+	int64_t sec = ns / 1000000000, nsec = ns % 1000000000;
+
+	if (nsec < 0) {
+		sec--;
+		nsec += 1000000000;
+	}
+	return (struct timespec){.tv_sec = sec, .tv_nsec = nsec};
+}
+
+void fs_fill_stat(struct stat *st, const struct idx_attr *a)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->ino;
+	st->st_mode = a->mode;
+	st->st_nlink = a->nlink;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	/* Directories look like ext4's smallest ones to tools like du. */
+	st->st_size = S_ISDIR(a->mode) ? 4096 : (off_t)a->size;
+	st->st_blksize = 4096;
+	st->st_blocks = (blkcnt_t)(kv_align_up((uint64_t)st->st_size) / 512);
+	st->st_atim = fs_ts(a->atime_ns);
+	st->st_mtim = fs_ts(a->mtime_ns);
+	st->st_ctim = fs_ts(a->ctime_ns);
+}
+
+int node_evict_name(struct fs *fs, const struct idx_name *e)
+{
+	int64_t now = fs_now_ns();
+	struct idx_attr a;
+	uint32_t nlink;
+	uint64_t ino;
+	int rc;
+
+	if (node_is_busy(fs, e->ino))
+		return 0;
+	/* The name may have been replaced since the listing. */
+	if (idx_lookup(fs->idx, e->parent, e->name, &a) < 0 || a.ino != e->ino)
+		return 0;
+	rc = idx_unlink(fs->idx, e->parent, e->name, 0, now, &ino, &nlink);
+	if (rc < 0)
+		return 0;
+	vc_bump(fs->vc, e->parent, e->name, 0, 0);
+	notify_entry(fs->notify, e->parent, e->name);
+	fs_relink(fs, ino, nlink, now);
+	return 1;
 }

@@ -19,7 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs_int.h"
+#include "capacity.h"
+#include "ctlfiles.h"
+#include "fs.h"
 #include "notify.h"
 
 #define FS_CTL_NAME ".kvfs"
@@ -220,10 +222,10 @@ static void fs_ctl_stats(struct fs *fs, struct fs_ctl_text *t)
 		      ss.enospc);
 	fs_ctl_metric(t, "evicted_total", "counter",
 		      "Blocks evicted to stay under the capacity.",
-		      atomic_load(&fs->evicted));
+		      atomic_load(&fs->cap->evicted));
 	fs_ctl_metric(t, "capacity_enospc_total", "counter",
 		      "Stores refused: capacity reached, nothing evictable.",
-		      atomic_load(&fs->enospc));
+		      atomic_load(&fs->cap->enospc));
 	fs_ctl_metric(t, "tmp_removed_total", "counter",
 		      "Stale engine temporary files removed.",
 		      atomic_load(&fs->tmp_removed));
@@ -233,7 +235,7 @@ static void fs_ctl_stats(struct fs *fs, struct fs_ctl_text *t)
 		      "Physical bytes used by data files and the index.",
 		      fs_used(fs));
 	fs_ctl_metric(t, "data_files", "gauge", "Data files.",
-		      atomic_load(&fs->ndatafiles));
+		      atomic_load(&fs->cap->ndatafiles));
 	fs_ctl_metric(t, "dirty_bytes", "gauge",
 		      "Memory held by unsaved writes.", dirty);
 	pthread_mutex_lock(&fs->nodes_lock);
@@ -287,7 +289,7 @@ static void fs_ctl_status(struct fs *fs, struct fs_ctl_text *t)
 		      (unsigned long long)fs->cfg.dirty_limit, vs.nverdicts,
 		      vs.nquarantined, (unsigned long long)fs->cfg.capacity,
 		      (unsigned long long)fs_used(fs),
-		      (unsigned long long)atomic_load(&fs->ndatafiles));
+		      (unsigned long long)atomic_load(&fs->cap->ndatafiles));
 }
 
 void fs_ctl_open(struct fs *fs, fuse_req_t req, uint64_t ino,

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What a failed block read does to its name: a read that proved the record
+ * short (its data file ends before the record does) drops the name
+ * (fs_drop); any other failure quarantines it (fs_quarantine): lookups miss,
+ * the data stays. Both tell the kernel to forget the name before the
+ * failed read is answered. Also here: the test-only fault injection
+ * (KVFS_FAULT_INJECTION) that makes reads fail or probes slow.
+ *
+ * Threads: called from FUSE workers (the read handler); the kernel
+ * notifications go through the notifier thread.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "damage.h"
+#include "fs.h"
+#include "fsclock.h"
+#include "node.h"
+#include "notify.h"
+
+void fs_quarantine(struct fs *fs, struct node *n, int rc)
+{
+	struct vc_info info;
+	uint64_t parent, gen;
+	char *name, *path;
+
+	pthread_mutex_lock(&fs->nodes_lock);
+	parent = n->parent;
+	name = strdup(n->name);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	path = node_path(fs, n);
+	if (!name || !path || parent == 0 || n->attr.nlink == 0)
+		goto out_free;
+	if (vc_query(fs->vc, parent, name, &info) == 0) {
+		/*
+		 * Only the verdict that said "this inode" may flip; a newer
+		 * probe in flight decides for itself (the seed fix).
+		 */
+		if (info.phase != VC_RESOLVED || info.result != VC_HIT ||
+		    info.ino != n->ino)
+			goto out_free;
+		gen = info.generation;
+	} else {
+		gen = vc_bump(fs->vc, parent, name, 1, n->ino);
+	}
+	if (vc_mark_miss(fs->vc, parent, name, gen) != 1)
+		goto out_free;
+	log_warn("quarantined %s (inode %llu): read failed: %s; data kept, "
+		 "lookups miss until it is stored again",
+		 path, (unsigned long long)n->ino, fs_read_error(rc));
+	atomic_fetch_add(&fs->quarantined, 1);
+	/*
+	 * The reader's next access() must already miss: the reply to its
+	 * read waits for the entry invalidation. Not for the inode one, which
+	 * waits for pages the kernel locked until that reply.
+	 */
+	notify_entry_sync(fs->notify, parent, name);
+	notify_inode(fs->notify, n->ino);
+out_free:
+	free(path);
+	free(name);
+}
+
+void fs_drop(struct fs *fs, struct node *n)
+{
+	int64_t now = fs_now_ns();
+	struct idx_attr a;
+	uint64_t parent, ino;
+	uint32_t nlink;
+	char *name, *path;
+	int rc;
+
+	pthread_mutex_lock(&fs->nodes_lock);
+	parent = n->parent;
+	name = strdup(n->name);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	path = node_path(fs, n);
+	if (!name || !path || parent == 0)
+		goto out_free;
+	/* Only the name that still means this inode goes. */
+	rc = idx_lookup(fs->idx, parent, name, &a);
+	if (rc < 0 || a.ino != n->ino)
+		goto out_free;
+	rc = idx_unlink(fs->idx, parent, name, 0, now, &ino, &nlink);
+	if (rc < 0) {
+		log_err("cannot drop %s: %s", path, strerror(-rc));
+		goto out_free;
+	}
+	vc_bump(fs->vc, parent, name, 0, 0);
+	pthread_rwlock_wrlock(&n->rw);
+	n->attr.nlink = nlink;
+	n->attr.ctime_ns = now;
+	pthread_rwlock_unlock(&n->rw);
+	log_warn("dropped %s (inode %llu): its data file ends before the "
+		 "record (torn); space is freed once no one has it open",
+		 path, (unsigned long long)n->ino);
+	/*
+	 * The reader's next access() must already miss: the reply to its
+	 * read waits for the entry invalidation. Not for the inode one, which
+	 * waits for pages the kernel locked until that reply.
+	 */
+	notify_entry_sync(fs->notify, parent, name);
+	notify_inode(fs->notify, n->ino);
+	atomic_fetch_add(&fs->dropped, 1);
+out_free:
+	free(path);
+	free(name);
+}
+
+const char *fs_read_error(int rc)
+{
+	switch (rc) {
+	case -ENODATA:
+		return "data file ends before the record";
+	case -EBADMSG:
+		return "checksum mismatch";
+	default:
+		return strerror(-rc);
+	}
+}
+
+#ifdef KVFS_FAULT_INJECTION
+int fs_fault_read(struct fs *fs, uint64_t ino)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&fs->fault_lock);
+	for (size_t i = 0; i < fs->nfaults; i++)
+		if (fs->faults[i].ino == ino)
+			rc = -fs->faults[i].err;
+	pthread_mutex_unlock(&fs->fault_lock);
+	return rc;
+}
+
+/*
+ * Test hooks, set with setxattr on the mount:
+ * - "user.kvfs.fault.read" = errno number on a file: its reads fail so
+ *   ("0" clears);
+ * - "user.kvfs.fault.probe_delay_ms" = N on any inode: each probe sleeps N
+ *   ms first.
+ * Returns 1 when name was a hook (rc in *rc), 0 otherwise.
+ */
+int fs_fault_setxattr(struct fs *fs, uint64_t ino, const char *name,
+		      const char *value, size_t size, int *rc)
+{
+	char buf[16];
+	long v;
+
+	if (strncmp(name, "user.kvfs.fault.", 16) != 0)
+		return 0;
+	if (size == 0 || size >= sizeof(buf)) {
+		*rc = -EINVAL;
+		return 1;
+	}
+	memcpy(buf, value, size);
+	buf[size] = '\0';
+	v = strtol(buf, NULL, 10);
+	*rc = 0;
+	if (strcmp(name, "user.kvfs.fault.probe_delay_ms") == 0) {
+		atomic_store(&fs->fault_probe_delay_ms, (unsigned)v);
+	} else if (strcmp(name, "user.kvfs.fault.read") == 0) {
+		size_t i;
+
+		pthread_mutex_lock(&fs->fault_lock);
+		for (i = 0; i < fs->nfaults && fs->faults[i].ino != ino; i++)
+			;
+		if (v == 0 && i < fs->nfaults) {
+			fs->faults[i] = fs->faults[--fs->nfaults];
+		} else if (v != 0 && i < fs->nfaults) {
+			fs->faults[i].err = (int)v;
+		} else if (v != 0 && fs->nfaults < FS_MAX_FAULTS) {
+			fs->faults[fs->nfaults].ino = ino;
+			fs->faults[fs->nfaults++].err = (int)v;
+		} else if (v != 0) {
+			*rc = -ENOSPC;
+		}
+		pthread_mutex_unlock(&fs->fault_lock);
+	} else {
+		*rc = -EINVAL;
+	}
+	log_info("fault injection: %s = %ld on inode %llu", name, v,
+		 (unsigned long long)ino);
+	return 1;
+}
+#endif
