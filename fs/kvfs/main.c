@@ -405,7 +405,8 @@ static int kvfs_cap_remove(void *ctx, const struct idx_name *e)
 
 /*
  * The capacity module on the settled watermarks, and the node table's
- * upward calls into it.
+ * upward calls into it. After the index is reopened in the daemon process:
+ * the module keeps the index pointer.
  */
 static int kvfs_start_cap(struct fs *fs)
 {
@@ -453,7 +454,7 @@ static int kvfs_capacity(struct fs *fs)
 		 (unsigned long long)(c->high_wm >> 20),
 		 (unsigned long long)(c->low_wm >> 20),
 		 (unsigned long long)(used >> 20), (unsigned long long)nfiles);
-	return kvfs_start_cap(fs);
+	return 0;
 }
 
 static int kvfs_open_store(struct fs *fs)
@@ -647,8 +648,9 @@ int main(int argc, char **argv)
 		}
 	}
 	/* Threads do not survive fork(): start them after daemonizing. */
-	if (notify_start(&fs.notify, fs.se) < 0 || kvfs_start_vc(&fs) < 0 ||
-	    idx_start_checkpointer(fs.idx) < 0 || janitor_start(&fs) < 0) {
+	if (kvfs_start_cap(&fs) < 0 || notify_start(&fs.notify, fs.se) < 0 ||
+	    kvfs_start_vc(&fs) < 0 || idx_start_checkpointer(fs.idx) < 0 ||
+	    janitor_start(&fs) < 0) {
 		log_err("cannot start the notifier, probe and checkpoint "
 			"threads");
 		ret = 1;
