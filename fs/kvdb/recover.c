@@ -86,8 +86,8 @@ static uint64_t recover_drop_short(struct recover *r, uint32_t id,
 
 			if (batch[i].parent &&
 			    idx_unlink(r->idx, batch[i].parent, batch[i].name,
-				       0, r->ops->now_ns(r->ops->ctx), &ino,
-				       &nlink) == 0)
+				       0, (int64_t)clock_now(&r->ops->clock),
+				       &ino, &nlink) == 0)
 				recover_log(
 					LOG_LVL_WARN, "evict_recover_file",
 					"dropped %s (inode %llu): its record "
@@ -195,7 +195,7 @@ void recover_run(struct idx *idx, struct store *st, int crashed,
 		 const struct recover_ops *ops, struct recover_result *out)
 {
 	struct recover r = {.idx = idx, .st = st, .ops = ops};
-	int64_t t0 = ops->now_ns(ops->ctx);
+	int64_t t0 = (int64_t)clock_now(&ops->clock);
 	uint64_t *hoffs, dropped = 0;
 	uint32_t *hids, *gone;
 	int nh;
@@ -229,10 +229,11 @@ void recover_run(struct idx *idx, struct store *st, int crashed,
 		goto out;
 	out->dropped = dropped;
 	out->walked = r.walked;
-	recover_log(LOG_LVL_INFO, "fs_recover",
-		    "crash recovery: read %llu MiB of %d data files in %lld ms",
-		    (unsigned long long)(r.walked >> 20), r.ndone,
-		    (long long)((ops->now_ns(ops->ctx) - t0) / 1000000));
+	recover_log(
+		LOG_LVL_INFO, "fs_recover",
+		"crash recovery: read %llu MiB of %d data files in %lld ms",
+		(unsigned long long)(r.walked >> 20), r.ndone,
+		(long long)(((int64_t)clock_now(&ops->clock) - t0) / 1000000));
 	if (dropped)
 		recover_log(LOG_LVL_WARN, "fs_recover",
 			    "crash recovery: dropped %llu names whose records "

@@ -24,6 +24,8 @@
 
 #include <stdint.h>
 
+#include "clock.h"
+
 struct idx;
 struct store;
 
@@ -31,8 +33,11 @@ struct store;
 #define RECOVER_MAX_HORIZONS 4096
 
 struct recover_ops {
-	/* Wall-clock time in ns: the time of the unlink of a dropped name. */
-	int64_t (*now_ns)(void *ctx);
+	/*
+	 * Wall-clock time (clock_realtime, or a test's fake): the time of the
+	 * unlink of a dropped name, and the duration logged.
+	 */
+	struct clock_src clock;
 	/*
 	 * Releases inode ino after recovery unlinked its name: its index row
 	 * and record once nothing holds it (the daemon: node_release_inode).

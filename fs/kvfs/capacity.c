@@ -77,7 +77,7 @@ void cap_used_add(struct cap *c, int64_t delta)
 
 void cap_touch(struct cap *c, uint64_t ino)
 {
-	int64_t now = (int64_t)c->cfg.now_ns(c->cfg.clock_arg);
+	int64_t now = (int64_t)clock_now(&c->cfg.clock);
 
 	pthread_mutex_lock(&c->touch_lock);
 	if (c->ntouch < CAP_TOUCH_MAX) {

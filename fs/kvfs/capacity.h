@@ -36,6 +36,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "clock.h"
+
 struct idx;
 struct idx_name;
 struct store;
@@ -47,9 +49,8 @@ struct cap_config {
 	const char *datadir; /* where index.db lives (measured with the data) */
 	uint64_t high_wm;    /* evict above this many bytes ... */
 	uint64_t low_wm;     /* ... down to this many */
-	/* The clock for access times: wall-clock ns (realtime). */
-	uint64_t (*now_ns)(void *arg);
-	void *clock_arg;
+	/* The clock for access times: clock_realtime (a test's fake). */
+	struct clock_src clock;
 	/* Removes the name e; 1 when removed, 0 when skipped (busy). */
 	int (*remove)(void *ctx, const struct idx_name *e);
 	void *ctx;

@@ -16,7 +16,6 @@
 
 #include "damage.h"
 #include "fs.h"
-#include "fsclock.h"
 #include "node.h"
 #include "notify.h"
 

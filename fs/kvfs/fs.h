@@ -19,6 +19,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include "clock.h"
 #include "index.h"
 #include "log.h"
 #include "store.h"
@@ -133,5 +134,11 @@ struct fs {
 	atomic_uint fault_probe_delay_ms;
 #endif
 };
+
+/* Wall-clock ns (core/clock.h): the time stamped on inodes. */
+static inline int64_t fs_now_ns(void)
+{
+	return (int64_t)clock_realtime_ns();
+}
 
 #endif

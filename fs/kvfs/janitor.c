@@ -14,7 +14,6 @@
 
 #include "capacity.h"
 #include "fs.h"
-#include "fsclock.h"
 #include "janitor.h"
 #include "recover.h"
 #include "tmpsweep.h"

@@ -20,7 +20,6 @@
 
 #include "ctlfiles.h"
 #include "fs.h"
-#include "fsclock.h"
 #include "lookup.h"
 #include "node.h"
 #include "notify.h"

@@ -36,9 +36,10 @@
 #include <unistd.h>
 
 #include "capacity.h"
+#include "clock.h"
+#include "datadir.h"
 #include "ctlsock.h"
 #include "fs.h"
-#include "fsclock.h"
 #include "janitor.h"
 #include "lookup.h"
 #include "node.h"
@@ -262,32 +263,28 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 }
 
 /*
- * Takes DATADIR/kvfs.lock so that two daemons never serve one data
- * directory. The lock lives as long as the descriptor (kept across
- * fuse_daemonize's fork).
+ * Takes DATADIR/kvfs.lock (core/datadir.h) so that two daemons never serve
+ * one data directory. The lock lives as long as the descriptor (kept
+ * across fuse_daemonize's fork).
  */
 static int kvfs_lock(struct fs *fs)
 {
-	char path[PATH_MAX], pid[32];
-	ssize_t n;
+	char pid[32];
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/kvfs.lock", fs->cfg.datadir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	fd = datadir_lock_open(fs->cfg.datadir);
 	if (fd < 0) {
 		fprintf(stderr, "kvfs: data directory %s is not writable: %s\n",
-			fs->cfg.datadir, strerror(errno));
+			fs->cfg.datadir, strerror(-fd));
 		return -1;
 	}
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		n = pread(fd, pid, sizeof(pid) - 1, 0);
-		pid[n > 0 ? n : 0] = '\0';
-		pid[strcspn(pid, "\n")] = '\0';
+	if (datadir_lock_try(fd) < 0) {
+		datadir_lock_holder(fd, pid, sizeof(pid));
 		fprintf(stderr,
 			"kvfs: data directory %s is already served by another "
 			"kvfs (pid %s)\n",
 			fs->cfg.datadir, pid[0] ? pid : "unknown");
-		close(fd);
+		datadir_lock_release(fd);
 		return -1;
 	}
 	fs->lock_fd = fd;
@@ -296,11 +293,7 @@ static int kvfs_lock(struct fs *fs)
 
 static void kvfs_write_pid(struct fs *fs)
 {
-	char pid[32];
-	int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-
-	if (ftruncate(fs->lock_fd, 0) == 0 &&
-	    pwrite(fs->lock_fd, pid, (size_t)n, 0) != n)
+	if (datadir_lock_record_pid(fs->lock_fd) < 0)
 		log_warn("cannot record pid in kvfs.lock");
 }
 
@@ -336,11 +329,6 @@ static void kvfs_free_extent(void *arg, const struct kv_extent *ext)
 	node_free_extent(arg, ext);
 }
 
-static int64_t kvfs_recover_now(void *ctx)
-{
-	return fs_now_ns();
-}
-
 static void kvfs_recover_release(void *ctx, uint64_t ino)
 {
 	node_release_inode(ctx, ino);
@@ -353,7 +341,7 @@ static void kvfs_recover_release(void *ctx, uint64_t ino)
 static void fs_recover(struct fs *fs, int crashed)
 {
 	const struct recover_ops ops = {
-		.now_ns = kvfs_recover_now,
+		.clock = clock_realtime,
 		.release = kvfs_recover_release,
 		.ctx = fs,
 	};
@@ -393,11 +381,6 @@ static void kvfs_mark_clean(const char *datadir)
 	kvfs_sync_dir(datadir);
 }
 
-static uint64_t kvfs_cap_now(void *arg)
-{
-	return (uint64_t)fs_now_ns();
-}
-
 static int kvfs_cap_remove(void *ctx, const struct idx_name *e)
 {
 	return node_evict_name(ctx, e);
@@ -414,7 +397,7 @@ static int kvfs_start_cap(struct fs *fs)
 		.datadir = fs->cfg.datadir,
 		.high_wm = fs->cfg.high_wm,
 		.low_wm = fs->cfg.low_wm,
-		.now_ns = kvfs_cap_now,
+		.clock = clock_realtime,
 		.remove = kvfs_cap_remove,
 		.ctx = fs,
 	};
@@ -690,8 +673,7 @@ out_close:
 	/* Every append is synchronous: after the loop nothing is half done. */
 	if (opened)
 		kvfs_mark_clean(fs.cfg.datadir);
-	if (fs.lock_fd >= 0)
-		close(fs.lock_fd);
+	datadir_lock_release(fs.lock_fd);
 out_args:
 	free(co.mountpoint);
 	free(fs.cfg.datadir);

@@ -10,7 +10,6 @@
 #include <time.h>
 
 #include "fs.h"
-#include "fsclock.h"
 #include "node.h"
 #include "notify.h"
 

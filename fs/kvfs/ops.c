@@ -22,7 +22,6 @@
 #include "ctlfiles.h"
 #include "damage.h"
 #include "fs.h"
-#include "fsclock.h"
 #include "lookup.h"
 #include "node.h"
 #include "notify.h"

@@ -5,12 +5,14 @@
 usage: include-cycles.py [--graph] DIR [DIR...]
 
 Each DIR is checked on its own. A module is foo.c plus foo.h (either may be
-missing). The module graph has an edge A -> B when
+missing); a module split over several files keeps them together: foo_x.c
+without a foo_x.h of its own, and foo_int.h without a foo_int.c, belong to
+module foo. The module graph has an edge A -> B when
 
-  - A.c or A.h has #include "B.h" (the include graph), or
-  - A.c or A.h names a function or variable that B.c defines without
-    "static" (the call graph: a module that calls another through a
-    catch-all header depends on it all the same).
+  - a file of A has #include "B.h" (the include graph), or
+  - a file of A names a function or variable that a .c file of B defines
+    without "static" (the call graph: a module that calls another through
+    a catch-all header depends on it all the same).
 
 Any cycle in that graph fails the check, printed with the line or symbol
 behind each edge. So does a header that declares a function defined in a
@@ -77,6 +79,18 @@ def strip(text):
     return ''.join(out)
 
 
+def module_of(base, exts):
+    """The module a file base belongs to (see the docstring)."""
+    if '.c' in exts.get(base, ()) and '.h' in exts.get(base, ()):
+        return base
+    parts = base.split('_')
+    for i in range(len(parts) - 1, 0, -1):
+        prefix = '_'.join(parts[:i])
+        if prefix in exts:
+            return prefix
+    return base
+
+
 def line_of(text, pos):
     return text.count('\n', 0, pos) + 1
 
@@ -84,43 +98,44 @@ def line_of(text, pos):
 class Module:
     def __init__(self, name):
         self.name = name
-        self.files = {}  # ".c"/".h" -> (path, raw text, stripped text)
+        # (path, raw text, text without comments/strings/declarations,
+        # file name)
+        self.files = []
         self.defs = set()
-        self.decls = {}  # header declarations: name -> line
-        self.uses_text = ''  # the header without its declarations
+        self.decls = {}  # header declarations: name -> (path, line)
 
 
 def load(directory):
-    mods = {}
+    exts = {}
     for fn in sorted(os.listdir(directory)):
         base, ext = os.path.splitext(fn)
-        if ext not in ('.c', '.h'):
-            continue
-        path = os.path.join(directory, fn)
-        with open(path, encoding='utf-8', errors='replace') as f:
-            raw = f.read()
-        m = mods.setdefault(base, Module(base))
-        m.files[ext] = (path, raw, strip(raw))
-        if ext == '.h':
-            # A declaration is not a use: the check below flags a header
-            # declaring another module's function.
-            m.uses_text = FUNC_DECL.sub(
-                lambda mt: re.sub(r'[^\n]', ' ', mt.group(0)),
-                EXTERN_DECL.sub(lambda mt: re.sub(r'[^\n]', ' ',
-                                                  mt.group(0)),
-                                m.files[ext][2]))
-    for m in mods.values():
-        if '.c' in m.files:
-            text = m.files['.c'][2]
-            for rx in (FUNC_DEF, VAR_DEF):
-                for mt in rx.finditer(text):
-                    if mt.group(1) not in KEYWORDS:
-                        m.defs.add(mt.group(1))
-        if '.h' in m.files:
-            text = m.files['.h'][2]
-            for rx in (FUNC_DECL, EXTERN_DECL):
-                for mt in rx.finditer(text):
-                    m.decls[mt.group(1)] = line_of(text, mt.start())
+        if ext in ('.c', '.h'):
+            exts.setdefault(base, set()).add(ext)
+    mods = {}
+    for base in sorted(exts):
+        m = mods.setdefault(module_of(base, exts),
+                            Module(module_of(base, exts)))
+        for ext in sorted(exts[base]):
+            path = os.path.join(directory, base + ext)
+            with open(path, encoding='utf-8', errors='replace') as f:
+                raw = f.read()
+            text = strip(raw)
+            uses = text
+            if ext == '.h':
+                # A declaration is not a use: the check below flags a
+                # header declaring another module's function.
+                for rx in (FUNC_DECL, EXTERN_DECL):
+                    for mt in rx.finditer(text):
+                        m.decls[mt.group(1)] = (path,
+                                                line_of(text, mt.start()))
+                    uses = rx.sub(lambda mt: re.sub(r'[^\n]', ' ',
+                                                    mt.group(0)), uses)
+            else:
+                for rx in (FUNC_DEF, VAR_DEF):
+                    for mt in rx.finditer(text):
+                        if mt.group(1) not in KEYWORDS:
+                            m.defs.add(mt.group(1))
+            m.files.append((path, raw, uses, base + ext))
     return mods
 
 
@@ -131,20 +146,22 @@ def edges_of(mods):
         for d in m.defs:
             owner.setdefault(d, m.name)
     graph = {name: {} for name in mods}
+    file_module = {fn: m.name for m in mods.values()
+                   for _, _, _, fn in m.files if fn.endswith('.h')}
     for m in mods.values():
-        for ext, (path, raw, text) in sorted(m.files.items()):
+        for path, raw, text, _ in m.files:
             for mt in INCLUDE.finditer(raw):
-                target = os.path.splitext(os.path.basename(mt.group(1)))[0]
-                if target != m.name and target in mods and \
-                        mt.group(1).endswith('.h'):
+                inc = os.path.basename(mt.group(1))
+                target = file_module.get(inc)
+                if target and target != m.name:
                     graph[m.name].setdefault(
                         target, '%s:%d includes "%s"' % (
                             path, line_of(raw, mt.start()), mt.group(1)))
-            for mt in IDENT.finditer(m.uses_text if ext == '.h' else text):
+            for mt in IDENT.finditer(text):
                 o = owner.get(mt.group(0))
                 if o and o != m.name:
                     graph[m.name].setdefault(
-                        o, '%s:%d uses %s() defined in %s.c' % (
+                        o, '%s:%d uses %s() defined in module %s' % (
                             path, line_of(text, mt.start()), mt.group(0), o))
     return graph
 
@@ -233,11 +250,11 @@ def check(directory, show=False):
         for d in m.defs:
             owner.setdefault(d, m.name)
     for m in sorted(mods.values(), key=lambda x: x.name):
-        for name, line in sorted(m.decls.items()):
+        for name, (path, line) in sorted(m.decls.items()):
             o = owner.get(name)
             if o and o != m.name:
-                print('%s:%d: declares %s, defined in %s.c (one header '
-                      'per module)' % (m.files['.h'][0], line, name, o))
+                print('%s:%d: declares %s, defined in module %s (one '
+                      'header per module)' % (path, line, name, o))
                 bad += 1
     for comp, cyc in cycles(graph):
         print('%s: include cycle: %s' % (directory, ' -> '.join(cyc)))

@@ -76,8 +76,7 @@ static void tc_new_cap(struct tc *t, uint64_t high, uint64_t low)
 		.datadir = t->dir,
 		.high_wm = high,
 		.low_wm = low,
-		.now_ns = fake_clock_now,
-		.clock_arg = &t->clock,
+		.clock = fake_clock_src(&t->clock),
 		.remove = tc_remove,
 		.ctx = t,
 	};
@@ -120,7 +119,7 @@ static int setup(void **state)
 						&old),
 				 0);
 	}
-	atomic_store(&t->clock.ns, 1000);
+	fake_clock_set(&t->clock, 1000);
 	tc_new_cap(t, 64 * TC_MIB, 32 * TC_MIB);
 	*state = t;
 	return 0;

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fake_clock.h"
 #include "fake_io.h"
 #include "index.h"
 #include "kvtypes.h"
@@ -40,8 +41,9 @@ struct tr {
 	struct store *st;
 	struct fake_io fio;
 	struct store_io_ops fops;
-	int64_t now;	      /* the clock recovery reads */
-	uint64_t released[8]; /* inodes the release callback got */
+	struct fake_clock clock; /* the clock recovery reads */
+	int64_t now;		 /* inode times */
+	uint64_t released[8];	 /* inodes the release callback got */
 	size_t nreleased;
 };
 
@@ -50,13 +52,6 @@ struct tr_file {
 	uint64_t ino;
 	struct kv_extent ext;
 };
-
-static int64_t tr_now(void *ctx)
-{
-	struct tr *t = ctx;
-
-	return t->now;
-}
 
 /* What the daemon's node table does for an inode nobody holds. */
 static void tr_release(void *ctx, uint64_t ino)
@@ -97,6 +92,7 @@ static int setup(void **state)
 	t->fops = fake_io_ops(&t->fio);
 	tr_open_store(t);
 	t->now = 1000000000;
+	fake_clock_set(&t->clock, 2000000000);
 	*state = t;
 	return 0;
 }
@@ -216,8 +212,9 @@ static void tr_crash(struct tr *t, uint32_t id, uint64_t cut)
 
 static void tr_recover(struct tr *t, int crashed, struct recover_result *r)
 {
-	const struct recover_ops ops = {
-		.now_ns = tr_now, .release = tr_release, .ctx = t};
+	const struct recover_ops ops = {.clock = fake_clock_src(&t->clock),
+					.release = tr_release,
+					.ctx = t};
 
 	recover_run(t->idx, t->st, crashed, &ops, r);
 }
