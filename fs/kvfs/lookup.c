@@ -10,7 +10,9 @@
  * the verdict cache's probe worker; fs_lookup_interrupt on the FUSE session
  * thread. None of them ever calls a kernel notification directly (they go
  * through the notifier thread): the probe worker completes parked LOOKUPs,
- * and an invalidation from it would wait for them (fuse-facts.md fact 3).
+ * and an invalidation from it would wait for them: the kernel's entry
+ * invalidation blocks while a LOOKUP of that directory is parked (kvfs(7),
+ * KERNEL FACTS).
  */
 #include <errno.h>
 #include <fuse_lowlevel.h>

@@ -3,19 +3,23 @@
  * kvfs: a FUSE filesystem for offloaded LLM KV-cache blocks.
  *
  * THREADS
- * - main: parses options, opens the index and store, recovers the newest
- *   data files, mounts, runs the loop, tears down. Every configuration
- *   error is reported before daemonizing.
+ * - main: parses options, takes the data directory lock (core/datadir.c),
+ *   opens the index and store, runs crash recovery over the newest data
+ *   files (fs/kvdb/recover.c), mounts, runs the loop, tears down. Every
+ *   configuration error is reported before daemonizing.
  * - libfuse workers (multi-threaded loop, clone_fd): run the handlers in
- *   ops.c; they may block on the index (one SQLite connection behind
- *   idx->lock) and on data-file I/O (each thread's own io_uring).
- * - probe worker (core/verdict.c): answers lookup batches from the index
- *   and replies to parked LOOKUPs (fs/lookup.c); never notifies the kernel.
- *   A FUSE worker probes a batch itself when no probe runs (inline_probe):
- *   then it is the one replying, under the same rules.
- * - notifier (fs/notify.c): the only caller of kernel invalidations.
- * - janitor (fs/evict.c): atimes, kept-back name records, recovery
- *   horizons, use, eviction, stale temp files.
+ *   fs/kvfs/ops.c; they may block on the index (one SQLite connection
+ *   behind idx->lock) and on data-file I/O (each thread's own io_uring).
+ * - probe worker (core/verdict_probe.c): answers lookup batches from the
+ *   index and replies to parked LOOKUPs (fs/kvfs/lookup.c); never notifies
+ *   the kernel. A FUSE worker probes a batch itself when no probe runs
+ *   (inline_probe): then it is the one replying, under the same rules.
+ * - notifier (fs/kvfs/notify.c): the only caller of kernel invalidations.
+ * - janitor (fs/kvfs/janitor.c): atimes, kept-back name records, recovery
+ *   horizons, use, eviction (fs/kvfs/capacity.c), stale temp files
+ *   (fs/kvfs/tmpsweep.c).
+ * - control socket (fs/kvfs/ctlsock.c): kvfsctl's requests, one
+ *   connection at a time, on a second index connection of its own.
  * - checkpointer (index/index.c): WAL checkpoints on its own connection.
  * - Signals: libfuse's handlers for SIGINT, SIGTERM and SIGHUP end the
  *   loop; every thread kvfs starts blocks them.

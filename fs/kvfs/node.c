@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The node table: inodes the kernel or an open handle holds, with their
- * cached attributes and unsaved bytes. See fs_int.h for the lock rules.
+ * cached attributes and unsaved bytes. See node.h for the lock rules and
+ * fs.h for the lock order.
  */
 #include <errno.h>
 #include <stdlib.h>

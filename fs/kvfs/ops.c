@@ -651,7 +651,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	pthread_rwlock_rdlock(&n->rw);
 	if ((uint64_t)off < n->attr.size && !n->dirty && !n->cached &&
 	    n->attr.size <= FS_VERIFY_MAX) {
-		/* First read: load and check the whole file (fs_int.h). */
+		/* First read: load and check the whole file (fs.h). */
 		pthread_rwlock_unlock(&n->rw);
 		pthread_rwlock_wrlock(&n->rw);
 #ifdef KVFS_FAULT_INJECTION
