@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The daemon's context (struct fs) and its configuration, shared by every
- * module of the daemon; no functions. Each module declares its own
- * functions in its own header (node.h, capacity.h, ops.h, ...).
+ * module of the daemon, and its wall clock (fs_now_ns). Each module
+ * declares its own functions in its own header (node.h, capacity.h,
+ * ops.h, ...).
  *
  * Lock order: n->rw, then fs->nodes_lock, then idx's internal lock; the
- * nodes lock is never held across index, store or fuse_reply_* calls.
- * fs->dirty_lock and the capacity module's locks are taken alone.
+ * nodes lock is never held across index, store or fuse_reply_* calls. A
+ * store makes room (the capacity module's evict_lock) holding its own
+ * node's n->rw; eviction then takes n->rw only of nodes that are not busy
+ * (not open, nothing unsaved), never a storing one. fs->dirty_lock and the
+ * capacity module's touch_lock are innermost: nothing is taken inside.
  */
 #ifndef KVFS_FS_H
 #define KVFS_FS_H
