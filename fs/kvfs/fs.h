@@ -34,7 +34,6 @@ struct fuse_file_info;
 struct fuse_req;
 struct cap;
 struct ctlsock;
-struct node;
 struct notify;
 struct stat;
 
@@ -53,6 +52,44 @@ struct stat;
 #define NODE_SEG_POOL 64
 /* Files that may have a read fault injected at once. */
 #define FS_MAX_FAULTS 64
+
+/*
+ * An inode the kernel or an open handle holds (the node table, node.c),
+ * with its file buffer (filebuf.c). A node exists while the kernel holds
+ * lookups on the inode, a handle has it open, or an operation is using it
+ * (pins counts all three, under fs->nodes_lock). While it exists its
+ * attributes are authoritative: the index holds the last persisted state,
+ * the node adds unsaved writes.
+ */
+struct node {
+	uint64_t ino;
+	/*
+	 * Readers of the file's bytes and attributes take it shared; writes,
+	 * flushes and attribute changes take it exclusive.
+	 */
+	pthread_rwlock_t rw;
+	struct idx_attr attr; /* protected by rw */
+	uint64_t disk_size;   /* size the index holds, protected by rw */
+	uint32_t *crcs;	      /* CRCs of attr.ext, protected by rw */
+	uint32_t ncrcs;
+	int crcs_loaded;
+	/*
+	 * Unsaved bytes of the whole file, in NODE_SEG-byte segments
+	 * (protected by rw). Bytes before attr.size are the file's; the rest
+	 * are undefined until written or zeroed.
+	 */
+	char **segs;
+	size_t nsegs;
+	int dirty;  /* segs hold bytes not saved yet */
+	int cached; /* segs hold the saved bytes, all chunks verified */
+	/* protected by fs->nodes_lock */
+	uint64_t nlookup;
+	unsigned nopen;
+	unsigned pins;	 /* nlookup > 0, each open handle, each running op */
+	uint64_t parent; /* the name the node was last seen under */
+	char *name;
+	struct node *hnext;
+};
 
 /* Set before any thread starts; read-only afterwards, so it needs no lock. */
 struct fs_config {

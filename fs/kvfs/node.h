@@ -1,13 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The in-memory node table that mirrors the inodes the kernel holds, and
- * each node's file buffer (unsaved bytes, or the verified saved bytes of a
- * small file).
- *
- * A node exists while the kernel holds lookups on the inode, a handle has it
- * open, or an operation is using it (n->pins counts all three, under
- * fs->nodes_lock). While it exists its attributes are authoritative: the
- * index holds the last persisted state, the node adds unsaved writes.
+ * The in-memory node table that mirrors the inodes the kernel holds
+ * (struct node is in fs.h; each node's file buffer is filebuf.h's): pins,
+ * lookups and handles, names and paths, saving a node's bytes, releasing
+ * unlinked inodes and their records.
  *
  * Errors: -errno returns (-ENOENT, -ENOMEM, the index's and the store's).
  * Locks: n->rw protects a node's attributes and buffer, fs->nodes_lock the
@@ -25,36 +21,6 @@
 #include "index.h"
 
 struct stat;
-
-struct node {
-	uint64_t ino;
-	/*
-	 * Readers of the file's bytes and attributes take it shared; writes,
-	 * flushes and attribute changes take it exclusive.
-	 */
-	pthread_rwlock_t rw;
-	struct idx_attr attr; /* protected by rw */
-	uint64_t disk_size;   /* size the index holds, protected by rw */
-	uint32_t *crcs;	      /* CRCs of attr.ext, protected by rw */
-	uint32_t ncrcs;
-	int crcs_loaded;
-	/*
-	 * Unsaved bytes of the whole file, in NODE_SEG-byte segments
-	 * (protected by rw). Bytes before attr.size are the file's; the rest
-	 * are undefined until written or zeroed.
-	 */
-	char **segs;
-	size_t nsegs;
-	int dirty;  /* segs hold bytes not saved yet */
-	int cached; /* segs hold the saved bytes, all chunks verified */
-	/* protected by fs->nodes_lock */
-	uint64_t nlookup;
-	unsigned nopen;
-	unsigned pins;	 /* nlookup > 0, each open handle, each running op */
-	uint64_t parent; /* the name the node was last seen under */
-	char *name;
-	struct node *hnext;
-};
 
 int node_table_init(struct fs *fs);
 void node_table_free(struct fs *fs);
@@ -93,29 +59,8 @@ void node_free_extent(struct fs *fs, const struct kv_extent *ext);
  * with n->rw held exclusive. 0 when there was nothing to save.
  */
 int node_flush_locked(struct fs *fs, struct node *n);
-/*
- * Loads n's saved bytes into its buffer, checking every chunk's CRC, and
- * marks them cached. On failure (store_read's errors) nothing is kept.
- * n->rw exclusive.
- */
-int node_fill(struct fs *fs, struct node *n);
 /* Handles open on n now. */
 unsigned node_nopen(struct fs *fs, struct node *n);
-/* Loads n's current bytes into its write buffer. n->rw exclusive. */
-int node_make_dirty(struct fs *fs, struct node *n);
-/* Grows n's buffer to hold size bytes (undefined). n->rw exclusive. */
-int node_reserve(struct fs *fs, struct node *n, uint64_t size);
-/* Copies len bytes into n's buffer at off (reserved). n->rw exclusive. */
-void node_copy_in(struct node *n, uint64_t off, const void *buf, size_t len);
-/* Zeroes [off, off + len) of n's buffer (reserved). n->rw exclusive. */
-void node_zero(struct node *n, uint64_t off, uint64_t len);
-/*
- * Points iov at [off, off + len) of n's buffer; returns the count used
- * (at most len / NODE_SEG + 2). n->rw held.
- */
-int node_iov(struct node *n, uint64_t off, uint64_t len, struct iovec *iov);
-/* Drops n's unsaved bytes, back to the persisted state. n->rw exclusive. */
-void node_discard(struct fs *fs, struct node *n);
 /* Flushes every dirty node (at unmount). */
 void node_flush_all(struct fs *fs);
 

@@ -21,6 +21,7 @@
 #include "capacity.h"
 #include "ctlfiles.h"
 #include "damage.h"
+#include "filebuf.h"
 #include "fs.h"
 #include "lookup.h"
 #include "node.h"
