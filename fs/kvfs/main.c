@@ -407,7 +407,7 @@ static int kvfs_start_cap(struct fs *fs)
 	};
 
 	if (cap_new(&fs->cap, fs->idx, fs->store, &cfg) < 0) {
-		fprintf(stderr, "kvfs: out of memory\n");
+		log_err("capacity accounting: out of memory");
 		return -1;
 	}
 	cap_set_upcalls(fs);
