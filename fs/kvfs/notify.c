@@ -3,8 +3,9 @@
  * The notifier: the only thread that tells the kernel to forget a cached
  * name or inode (fuse_lowlevel_notify_inval_entry/_inval_inode). Called from
  * a LOOKUP handler of the same directory those calls deadlock the mount, and
- * they block while any LOOKUP of that directory is parked (fuse-facts.md,
- * fact 3), so handlers only queue work here and never wait for it.
+ * they block while any LOOKUP of that directory is parked (measured: 1.2 to
+ * 1.7 s, exactly until the parked lookup was answered; kvfs(7), KERNEL
+ * FACTS), so handlers only queue work here and never wait for it.
  */
 #include <errno.h>
 #include <pthread.h>

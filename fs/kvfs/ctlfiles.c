@@ -19,8 +19,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs_int.h"
+#include "capacity.h"
+#include "ctlfiles.h"
+#include "fs.h"
 #include "notify.h"
+#include "tbuf.h"
 
 #define FS_CTL_NAME ".kvfs"
 
@@ -31,12 +34,6 @@ static const char *const fs_ctl_names[FS_CTL_N] = {
 	[FS_CTL_STATS] = "stats",
 	[FS_CTL_STATUS] = "status",
 	[FS_CTL_VERSION] = "version",
-};
-
-struct fs_ctl_text {
-	char *buf;
-	size_t len;
-	size_t cap;
 };
 
 int fs_ctl_ino(uint64_t ino)
@@ -106,47 +103,14 @@ void fs_ctl_getattr(struct fs *fs, fuse_req_t req, uint64_t ino)
 	fuse_reply_attr(req, &st, 0);
 }
 
-static void fs_ctl_printf(struct fs_ctl_text *t, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void fs_ctl_printf(struct fs_ctl_text *t, const char *fmt, ...)
+static void fs_ctl_metric(struct tbuf *t, const char *name, const char *type,
+			  const char *help, uint64_t v)
 {
-	va_list ap;
-	int n;
-
-	for (;;) {
-		size_t ncap;
-		char *nb;
-
-		va_start(ap, fmt);
-		n = vsnprintf(t->buf ? t->buf + t->len : NULL,
-			      t->buf ? t->cap - t->len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0)
-			return;
-		if (t->buf && t->len + (size_t)n < t->cap) {
-			t->len += (size_t)n;
-			return;
-		}
-		ncap = t->cap ? t->cap * 2 : 4096;
-		while (ncap <= t->len + (size_t)n)
-			ncap *= 2;
-		nb = realloc(t->buf, ncap);
-		if (!nb)
-			return;
-		t->buf = nb;
-		t->cap = ncap;
-	}
+	tbuf_printf(t, "# HELP kvfs_%s %s\n# TYPE kvfs_%s %s\nkvfs_%s %llu\n",
+		    name, help, name, type, name, (unsigned long long)v);
 }
 
-static void fs_ctl_metric(struct fs_ctl_text *t, const char *name,
-			  const char *type, const char *help, uint64_t v)
-{
-	fs_ctl_printf(t, "# HELP kvfs_%s %s\n# TYPE kvfs_%s %s\nkvfs_%s %llu\n",
-		      name, help, name, type, name, (unsigned long long)v);
-}
-
-static void fs_ctl_stats(struct fs *fs, struct fs_ctl_text *t)
+static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 {
 	struct store_stats ss;
 	struct vc_stats vs;
@@ -220,10 +184,10 @@ static void fs_ctl_stats(struct fs *fs, struct fs_ctl_text *t)
 		      ss.enospc);
 	fs_ctl_metric(t, "evicted_total", "counter",
 		      "Blocks evicted to stay under the capacity.",
-		      atomic_load(&fs->evicted));
+		      atomic_load(&fs->cap->evicted));
 	fs_ctl_metric(t, "capacity_enospc_total", "counter",
 		      "Stores refused: capacity reached, nothing evictable.",
-		      atomic_load(&fs->enospc));
+		      atomic_load(&fs->cap->enospc));
 	fs_ctl_metric(t, "tmp_removed_total", "counter",
 		      "Stale engine temporary files removed.",
 		      atomic_load(&fs->tmp_removed));
@@ -233,7 +197,7 @@ static void fs_ctl_stats(struct fs *fs, struct fs_ctl_text *t)
 		      "Physical bytes used by data files and the index.",
 		      fs_used(fs));
 	fs_ctl_metric(t, "data_files", "gauge", "Data files.",
-		      atomic_load(&fs->ndatafiles));
+		      atomic_load(&fs->cap->ndatafiles));
 	fs_ctl_metric(t, "dirty_bytes", "gauge",
 		      "Memory held by unsaved writes.", dirty);
 	pthread_mutex_lock(&fs->nodes_lock);
@@ -242,22 +206,7 @@ static void fs_ctl_stats(struct fs *fs, struct fs_ctl_text *t)
 	fs_ctl_metric(t, "nodes", "gauge", "Inodes held in memory.", nnodes);
 }
 
-/* Writes s as a JSON string literal. */
-static void fs_ctl_json_str(struct fs_ctl_text *t, const char *s)
-{
-	fs_ctl_printf(t, "\"");
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fs_ctl_printf(t, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			fs_ctl_printf(t, "\\u%04x", (unsigned char)*s);
-		else
-			fs_ctl_printf(t, "%c", *s);
-	}
-	fs_ctl_printf(t, "\"");
-}
-
-static void fs_ctl_status(struct fs *fs, struct fs_ctl_text *t)
+static void fs_ctl_status(struct fs *fs, struct tbuf *t)
 {
 	uint64_t ninodes = 0, nbytes = 0, dirty;
 	struct timespec now;
@@ -269,31 +218,31 @@ static void fs_ctl_status(struct fs *fs, struct fs_ctl_text *t)
 	pthread_mutex_lock(&fs->dirty_lock);
 	dirty = fs->dirty_bytes;
 	pthread_mutex_unlock(&fs->dirty_lock);
-	fs_ctl_printf(t, "{\"version\": \"%s\", \"datadir\": ", KVFS_VERSION);
-	fs_ctl_json_str(t, fs->cfg.datadir);
-	fs_ctl_printf(t, ", \"mountpoint\": ");
-	fs_ctl_json_str(t, fs->cfg.mountpoint);
-	fs_ctl_printf(t,
-		      ", \"pid\": %ld, \"uptime_seconds\": %lld, "
-		      "\"inodes\": %llu, \"bytes\": %llu, "
-		      "\"dirty_bytes\": %llu, \"dirty_limit\": %llu, "
-		      "\"verdicts\": %zu, \"quarantined\": %zu, "
-		      "\"capacity\": %llu, \"used\": %llu, "
-		      "\"data_files\": %llu}\n",
-		      (long)getpid(),
-		      (long long)(now.tv_sec - fs->start_time.tv_sec),
-		      (unsigned long long)ninodes, (unsigned long long)nbytes,
-		      (unsigned long long)dirty,
-		      (unsigned long long)fs->cfg.dirty_limit, vs.nverdicts,
-		      vs.nquarantined, (unsigned long long)fs->cfg.capacity,
-		      (unsigned long long)fs_used(fs),
-		      (unsigned long long)atomic_load(&fs->ndatafiles));
+	tbuf_printf(t, "{\"version\": \"%s\", \"datadir\": ", KVFS_VERSION);
+	tbuf_json_str(t, fs->cfg.datadir);
+	tbuf_printf(t, ", \"mountpoint\": ");
+	tbuf_json_str(t, fs->cfg.mountpoint);
+	tbuf_printf(t,
+		    ", \"pid\": %ld, \"uptime_seconds\": %lld, "
+		    "\"inodes\": %llu, \"bytes\": %llu, "
+		    "\"dirty_bytes\": %llu, \"dirty_limit\": %llu, "
+		    "\"verdicts\": %zu, \"quarantined\": %zu, "
+		    "\"capacity\": %llu, \"used\": %llu, "
+		    "\"data_files\": %llu}\n",
+		    (long)getpid(),
+		    (long long)(now.tv_sec - fs->start_time.tv_sec),
+		    (unsigned long long)ninodes, (unsigned long long)nbytes,
+		    (unsigned long long)dirty,
+		    (unsigned long long)fs->cfg.dirty_limit, vs.nverdicts,
+		    vs.nquarantined, (unsigned long long)fs->cfg.capacity,
+		    (unsigned long long)fs_used(fs),
+		    (unsigned long long)atomic_load(&fs->cap->ndatafiles));
 }
 
 void fs_ctl_open(struct fs *fs, fuse_req_t req, uint64_t ino,
 		 struct fuse_file_info *fi)
 {
-	struct fs_ctl_text *t;
+	struct tbuf *t;
 
 	if (ino == FS_CTL_INO + FS_CTL_DIR) {
 		fi->fh = 0;
@@ -304,18 +253,20 @@ void fs_ctl_open(struct fs *fs, fuse_req_t req, uint64_t ino,
 		fuse_reply_err(req, EACCES);
 		return;
 	}
-	t = calloc(1, sizeof(*t));
+	t = malloc(sizeof(*t));
 	if (!t) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	tbuf_init(t);
 	if (ino == FS_CTL_INO + FS_CTL_STATS)
 		fs_ctl_stats(fs, t);
 	else if (ino == FS_CTL_INO + FS_CTL_STATUS)
 		fs_ctl_status(fs, t);
 	else
-		fs_ctl_printf(t, "kvfs %s\n", KVFS_VERSION);
-	if (!t->buf) {
+		tbuf_printf(t, "kvfs %s\n", KVFS_VERSION);
+	if (t->oom) {
+		tbuf_release(t);
 		free(t);
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -323,7 +274,7 @@ void fs_ctl_open(struct fs *fs, fuse_req_t req, uint64_t ino,
 	fi->fh = (uint64_t)(uintptr_t)t;
 	fi->direct_io = 1;
 	if (fuse_reply_open(req, fi) != 0) {
-		free(t->buf);
+		tbuf_release(t);
 		free(t);
 	}
 }
@@ -331,7 +282,7 @@ void fs_ctl_open(struct fs *fs, fuse_req_t req, uint64_t ino,
 void fs_ctl_read(fuse_req_t req, size_t size, off_t off,
 		 struct fuse_file_info *fi)
 {
-	struct fs_ctl_text *t = (struct fs_ctl_text *)(uintptr_t)fi->fh;
+	struct tbuf *t = (struct tbuf *)(uintptr_t)fi->fh;
 	char *copy;
 
 	if (!t || (size_t)off >= t->len) {
@@ -356,10 +307,10 @@ void fs_ctl_read(fuse_req_t req, size_t size, off_t off,
 
 void fs_ctl_release(fuse_req_t req, struct fuse_file_info *fi)
 {
-	struct fs_ctl_text *t = (struct fs_ctl_text *)(uintptr_t)fi->fh;
+	struct tbuf *t = (struct tbuf *)(uintptr_t)fi->fh;
 
 	if (t) {
-		free(t->buf);
+		tbuf_release(t);
 		free(t);
 	}
 	fuse_reply_err(req, 0);

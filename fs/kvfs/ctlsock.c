@@ -32,8 +32,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs_int.h"
+#include "capacity.h"
+#include "ctlfiles.h"
+#include "fs.h"
 #include "notify.h"
+#include "tbuf.h"
 
 struct ctlsock {
 	struct fs *fs;
@@ -91,19 +94,18 @@ static void ctlsock_printf(struct ctlsock_buf *b, const char *fmt, ...)
 	b->len += (size_t)n;
 }
 
-/* Appends s as a JSON string literal (bytes >= 0x80 pass through). */
+/* Appends s as a JSON string literal (core/tbuf.h's writer). */
 static void ctlsock_json_str(struct ctlsock_buf *b, const char *s)
 {
-	ctlsock_printf(b, "\"");
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			ctlsock_printf(b, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			ctlsock_printf(b, "\\u%04x", (unsigned char)*s);
-		else
-			ctlsock_printf(b, "%c", *s);
-	}
-	ctlsock_printf(b, "\"");
+	struct tbuf t;
+
+	tbuf_init(&t);
+	tbuf_json_str(&t, s);
+	if (t.oom)
+		b->oom = 1;
+	else
+		ctlsock_printf(b, "%s", t.buf);
+	tbuf_release(&t);
 }
 
 static void ctlsock_error(struct ctlsock_buf *b, int rc, const char *msg)
@@ -511,7 +513,7 @@ static void ctlsock_evict(struct ctlsock *cs, struct ctlsock_buf *b,
 		       (unsigned long long)r.used_after,
 		       (unsigned long long)r.blocks,
 		       (unsigned long long)r.bytes,
-		       (unsigned long long)atomic_load(&fs->evicted),
+		       (unsigned long long)atomic_load(&fs->cap->evicted),
 		       reached ? "true" : "false");
 }
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The node table: inodes the kernel or an open handle holds, with their
- * cached attributes and unsaved bytes. See fs_int.h for the lock rules.
+ * cached attributes and unsaved bytes. See node.h for the lock rules and
+ * fs.h for the lock order.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -9,7 +10,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "fs_int.h"
+#include "fs.h"
+#include "filebuf.h"
+#include "node.h"
+#include "notify.h"
 
 #define NODE_BUCKETS 65536u
 
@@ -322,7 +326,8 @@ void node_free_extent(struct fs *fs, const struct kv_extent *ext)
 
 	if (ext->file_id == 0)
 		return;
-	atomic_fetch_sub(&fs->used_est, (int64_t)kv_extent_span(ext));
+	if (fs->up.used)
+		fs->up.used(fs->up.ctx, -(int64_t)kv_extent_span(ext));
 	rc = idx_datafile_refs(fs->idx, ext->file_id, &refs);
 	if (rc < 0)
 		refs = 1; /* keep the file when unsure */
@@ -348,174 +353,6 @@ void node_release_inode(struct fs *fs, uint64_t ino)
 	node_free_extent(fs, &ext);
 }
 
-/*
- * A segment for n's buffer, counted against the dirty limit. A file that
- * holds no unsaved bytes yet waits while the budget is spent; one already
- * being written may always grow (up to max_file_size), so writers never
- * wait on each other in a cycle.
- */
-static char *node_seg_get(struct fs *fs, struct node *n)
-{
-	char *seg = NULL;
-	void *p;
-
-	pthread_mutex_lock(&fs->dirty_lock);
-	while (n->nsegs == 0 && fs->dirty_bytes > 0 &&
-	       fs->dirty_bytes + NODE_SEG > fs->cfg.dirty_limit)
-		pthread_cond_wait(&fs->dirty_cond, &fs->dirty_lock);
-	if (fs->nseg_pool > 0)
-		seg = fs->seg_pool[--fs->nseg_pool];
-	fs->dirty_bytes += NODE_SEG;
-	pthread_mutex_unlock(&fs->dirty_lock);
-	if (seg)
-		return seg;
-	if (posix_memalign(&p, KV_ALIGN, NODE_SEG) == 0)
-		return p;
-	pthread_mutex_lock(&fs->dirty_lock);
-	fs->dirty_bytes -= NODE_SEG;
-	pthread_cond_broadcast(&fs->dirty_cond);
-	pthread_mutex_unlock(&fs->dirty_lock);
-	return NULL;
-}
-
-int node_reserve(struct fs *fs, struct node *n, uint64_t size)
-{
-	size_t need = (size_t)((size + NODE_SEG - 1) / NODE_SEG);
-	char **ns;
-
-	if (need <= n->nsegs)
-		return 0;
-	ns = realloc(n->segs, need * sizeof(*ns));
-	if (!ns)
-		return -ENOMEM;
-	n->segs = ns;
-	while (n->nsegs < need) {
-		ns[n->nsegs] = node_seg_get(fs, n);
-		if (!ns[n->nsegs])
-			return -ENOMEM;
-		n->nsegs++;
-	}
-	return 0;
-}
-
-void node_copy_in(struct node *n, uint64_t off, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len > 0) {
-		size_t in = (size_t)(off % NODE_SEG);
-		size_t take = NODE_SEG - in < len ? NODE_SEG - in : len;
-
-		memcpy(n->segs[off / NODE_SEG] + in, p, take);
-		p += take;
-		off += take;
-		len -= take;
-	}
-}
-
-void node_zero(struct node *n, uint64_t off, uint64_t len)
-{
-	while (len > 0) {
-		size_t in = (size_t)(off % NODE_SEG);
-		size_t take = NODE_SEG - in < len ? NODE_SEG - in : (size_t)len;
-
-		memset(n->segs[off / NODE_SEG] + in, 0, take);
-		off += take;
-		len -= take;
-	}
-}
-
-int node_iov(struct node *n, uint64_t off, uint64_t len, struct iovec *iov)
-{
-	int cnt = 0;
-
-	while (len > 0) {
-		size_t in = (size_t)(off % NODE_SEG);
-		size_t take = NODE_SEG - in < len ? NODE_SEG - in : (size_t)len;
-
-		iov[cnt++] =
-			(struct iovec){.iov_base = n->segs[off / NODE_SEG] + in,
-				       .iov_len = take};
-		off += take;
-		len -= take;
-	}
-	return cnt;
-}
-
-int node_fill(struct fs *fs, struct node *n)
-{
-	uint64_t off = 0, size = n->attr.size;
-	int rc;
-
-	if (n->dirty || n->cached)
-		return 0;
-	rc = node_reserve(fs, n, size);
-	if (rc < 0)
-		goto out_discard;
-	if (size > 0 && !n->crcs_loaded) {
-		rc = idx_get_crcs(fs->idx, n->ino, &n->crcs, &n->ncrcs);
-		if (rc < 0)
-			goto out_discard;
-		n->crcs_loaded = 1;
-	}
-	while (off < size) {
-		uint64_t piece = NODE_SEG - off % NODE_SEG;
-		const void *data;
-		size_t got;
-
-		if (piece > size - off)
-			piece = size - off;
-		rc = store_read(fs->store, &n->attr.ext, n->crcs, off, piece,
-				&data, &got);
-		if (rc == 0 && got == 0)
-			rc = -EIO;
-		if (rc < 0)
-			goto out_discard;
-		node_copy_in(n, off, data, got);
-		off += got;
-	}
-	n->cached = 1;
-	return 0;
-out_discard:
-	node_discard(fs, n);
-	return rc;
-}
-
-int node_make_dirty(struct fs *fs, struct node *n)
-{
-	int rc = node_fill(fs, n);
-
-	if (rc < 0)
-		return rc;
-	n->cached = 0;
-	n->dirty = 1;
-	return 0;
-}
-
-void node_discard(struct fs *fs, struct node *n)
-{
-	size_t freed = 0;
-
-	pthread_mutex_lock(&fs->dirty_lock);
-	while (n->nsegs > 0) {
-		char *seg = n->segs[--n->nsegs];
-
-		if (fs->nseg_pool < NODE_SEG_POOL)
-			fs->seg_pool[fs->nseg_pool++] = seg;
-		else
-			free(seg);
-		freed++;
-	}
-	fs->dirty_bytes -= freed * NODE_SEG;
-	if (freed)
-		pthread_cond_broadcast(&fs->dirty_cond);
-	pthread_mutex_unlock(&fs->dirty_lock);
-	free(n->segs);
-	n->segs = NULL;
-	n->dirty = 0;
-	n->cached = 0;
-}
-
 int node_flush_locked(struct fs *fs, struct node *n)
 {
 	struct kv_extent ext = {0}, old;
@@ -535,8 +372,12 @@ int node_flush_locked(struct fs *fs, struct node *n)
 			rc = -ENOMEM;
 			goto out_free;
 		}
-		rc = fs_make_room(fs, store_hdr_len(size, strlen(path)) +
-					      kv_align_up(size));
+		rc = fs->up.make_room
+			     ? fs->up.make_room(
+				       fs->up.ctx,
+				       store_hdr_len(size, strlen(path)) +
+					       kv_align_up(size))
+			     : 0;
 		if (rc < 0)
 			goto out_free;
 		/* Records end on a KV_ALIGN boundary: zero the padding. */
@@ -546,7 +387,8 @@ int node_flush_locked(struct fs *fs, struct node *n)
 				      crcs, &ext);
 		if (rc < 0)
 			goto out_free;
-		atomic_fetch_add(&fs->used_est, (int64_t)kv_extent_span(&ext));
+		if (fs->up.used)
+			fs->up.used(fs->up.ctx, (int64_t)kv_extent_span(&ext));
 	}
 	rc = idx_set_extent(fs->idx, n->ino, size, n->attr.mtime_ns, &ext, crcs,
 			    kv_nchunks(size), &old);
@@ -566,7 +408,8 @@ int node_flush_locked(struct fs *fs, struct node *n)
 	n->disk_size = size;
 	node_discard(fs, n);
 	node_free_extent(fs, &old);
-	fs_touch(fs, n->ino);
+	if (fs->up.touch)
+		fs->up.touch(fs->up.ctx, n->ino);
 out_free:
 	if (rc < 0)
 		log_warn("cannot save %s (inode %llu, %llu bytes): %s",
@@ -611,4 +454,71 @@ void node_flush_all(struct fs *fs)
 		node_put(fs, dirty[i], 0, 0, 1);
 	}
 	free(dirty);
+}
+
+void fs_relink(struct fs *fs, uint64_t ino, uint32_t nlink, int64_t now)
+{
+	struct node *n = node_find(fs, ino);
+
+	if (!n) {
+		if (nlink == 0)
+			node_release_inode(fs, ino);
+		return;
+	}
+	pthread_rwlock_wrlock(&n->rw);
+	n->attr.nlink = nlink;
+	n->attr.ctime_ns = now;
+	pthread_rwlock_unlock(&n->rw);
+	node_put(fs, n, 0, 0, 1);
+}
+
+static struct timespec fs_ts(int64_t ns)
+{
+	/* Floor division: times before 1970 keep tv_nsec in [0, 1e9). */
+	int64_t sec = ns / 1000000000, nsec = ns % 1000000000;
+
+	if (nsec < 0) {
+		sec--;
+		nsec += 1000000000;
+	}
+	return (struct timespec){.tv_sec = sec, .tv_nsec = nsec};
+}
+
+void fs_fill_stat(struct stat *st, const struct idx_attr *a)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->ino;
+	st->st_mode = a->mode;
+	st->st_nlink = a->nlink;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	/* Directories look like ext4's smallest ones to tools like du. */
+	st->st_size = S_ISDIR(a->mode) ? 4096 : (off_t)a->size;
+	st->st_blksize = 4096;
+	st->st_blocks = (blkcnt_t)(kv_align_up((uint64_t)st->st_size) / 512);
+	st->st_atim = fs_ts(a->atime_ns);
+	st->st_mtim = fs_ts(a->mtime_ns);
+	st->st_ctim = fs_ts(a->ctime_ns);
+}
+
+int node_evict_name(struct fs *fs, const struct idx_name *e)
+{
+	int64_t now = fs_now_ns();
+	struct idx_attr a;
+	uint32_t nlink;
+	uint64_t ino;
+	int rc;
+
+	if (node_is_busy(fs, e->ino))
+		return 0;
+	/* The name may have been replaced since the listing. */
+	if (idx_lookup(fs->idx, e->parent, e->name, &a) < 0 || a.ino != e->ino)
+		return 0;
+	rc = idx_unlink(fs->idx, e->parent, e->name, 0, now, &ino, &nlink);
+	if (rc < 0)
+		return 0;
+	vc_bump(fs->vc, e->parent, e->name, 0, 0);
+	notify_entry(fs->notify, e->parent, e->name);
+	fs_relink(fs, ino, nlink, now);
+	return 1;
 }

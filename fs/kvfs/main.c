@@ -3,19 +3,23 @@
  * kvfs: a FUSE filesystem for offloaded LLM KV-cache blocks.
  *
  * THREADS
- * - main: parses options, opens the index and store, recovers the newest
- *   data files, mounts, runs the loop, tears down. Every configuration
- *   error is reported before daemonizing.
+ * - main: parses options, takes the data directory lock (core/datadir.c),
+ *   opens the index and store, runs crash recovery over the newest data
+ *   files (fs/kvdb/recover.c), mounts, runs the loop, tears down. Every
+ *   configuration error is reported before daemonizing.
  * - libfuse workers (multi-threaded loop, clone_fd): run the handlers in
- *   ops.c; they may block on the index (one SQLite connection behind
- *   idx->lock) and on data-file I/O (each thread's own io_uring).
- * - probe worker (core/verdict.c): answers lookup batches from the index
- *   and replies to parked LOOKUPs (fs/lookup.c); never notifies the kernel.
- *   A FUSE worker probes a batch itself when no probe runs (inline_probe):
- *   then it is the one replying, under the same rules.
- * - notifier (fs/notify.c): the only caller of kernel invalidations.
- * - janitor (fs/evict.c): atimes, kept-back name records, recovery
- *   horizons, use, eviction, stale temp files.
+ *   fs/kvfs/ops.c; they may block on the index (one SQLite connection
+ *   behind idx->lock) and on data-file I/O (each thread's own io_uring).
+ * - probe worker (core/verdict_probe.c): answers lookup batches from the
+ *   index and replies to parked LOOKUPs (fs/kvfs/lookup.c); never notifies
+ *   the kernel. A FUSE worker probes a batch itself when no probe runs
+ *   (inline_probe): then it is the one replying, under the same rules.
+ * - notifier (fs/kvfs/notify.c): the only caller of kernel invalidations.
+ * - janitor (fs/kvfs/janitor.c): atimes, kept-back name records, recovery
+ *   horizons, use, eviction (fs/kvfs/capacity.c), stale temp files
+ *   (fs/kvfs/tmpsweep.c).
+ * - control socket (fs/kvfs/ctlsock.c): kvfsctl's requests, one
+ *   connection at a time, on a second index connection of its own.
  * - checkpointer (index/index.c): WAL checkpoints on its own connection.
  * - Signals: libfuse's handlers for SIGINT, SIGTERM and SIGHUP end the
  *   loop; every thread kvfs starts blocks them.
@@ -35,9 +39,17 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "capacity.h"
+#include "clock.h"
+#include "datadir.h"
 #include "ctlsock.h"
-#include "fs_int.h"
+#include "fs.h"
+#include "janitor.h"
+#include "lookup.h"
+#include "node.h"
 #include "notify.h"
+#include "ops.h"
+#include "recover.h"
 
 /* Exit status for start-up errors (usage, data directory, database). */
 #define KVFS_EXIT_CONFIG 2
@@ -255,32 +267,28 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 }
 
 /*
- * Takes DATADIR/kvfs.lock so that two daemons never serve one data
- * directory. The lock lives as long as the descriptor (kept across
- * fuse_daemonize's fork).
+ * Takes DATADIR/kvfs.lock (core/datadir.h) so that two daemons never serve
+ * one data directory. The lock lives as long as the descriptor (kept
+ * across fuse_daemonize's fork).
  */
 static int kvfs_lock(struct fs *fs)
 {
-	char path[PATH_MAX], pid[32];
-	ssize_t n;
+	char pid[32];
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/kvfs.lock", fs->cfg.datadir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	fd = datadir_lock_open(fs->cfg.datadir);
 	if (fd < 0) {
 		fprintf(stderr, "kvfs: data directory %s is not writable: %s\n",
-			fs->cfg.datadir, strerror(errno));
+			fs->cfg.datadir, strerror(-fd));
 		return -1;
 	}
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		n = pread(fd, pid, sizeof(pid) - 1, 0);
-		pid[n > 0 ? n : 0] = '\0';
-		pid[strcspn(pid, "\n")] = '\0';
+	if (datadir_lock_try(fd) < 0) {
+		datadir_lock_holder(fd, pid, sizeof(pid));
 		fprintf(stderr,
 			"kvfs: data directory %s is already served by another "
 			"kvfs (pid %s)\n",
 			fs->cfg.datadir, pid[0] ? pid : "unknown");
-		close(fd);
+		datadir_lock_release(fd);
 		return -1;
 	}
 	fs->lock_fd = fd;
@@ -289,11 +297,7 @@ static int kvfs_lock(struct fs *fs)
 
 static void kvfs_write_pid(struct fs *fs)
 {
-	char pid[32];
-	int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-
-	if (ftruncate(fs->lock_fd, 0) == 0 &&
-	    pwrite(fs->lock_fd, pid, (size_t)n, 0) != n)
+	if (datadir_lock_record_pid(fs->lock_fd) < 0)
 		log_warn("cannot record pid in kvfs.lock");
 }
 
@@ -329,6 +333,28 @@ static void kvfs_free_extent(void *arg, const struct kv_extent *ext)
 	node_free_extent(arg, ext);
 }
 
+static void kvfs_recover_release(void *ctx, uint64_t ino)
+{
+	node_release_inode(ctx, ino);
+}
+
+/*
+ * Crash recovery at start-up (recover_run): the data directory library
+ * does the work; the node table releases the inodes of dropped names.
+ */
+static void fs_recover(struct fs *fs, int crashed)
+{
+	const struct recover_ops ops = {
+		.clock = clock_realtime,
+		.release = kvfs_recover_release,
+		.ctx = fs,
+	};
+	struct recover_result r;
+
+	recover_run(fs->idx, fs->store, crashed, &ops, &r);
+	atomic_fetch_add(&fs->dropped, r.dropped);
+}
+
 /* Marks DATADIR as cleanly stopped (see kvfs_open_store). */
 #define KVFS_CLEAN "kvfs.clean"
 
@@ -357,6 +383,35 @@ static void kvfs_mark_clean(const char *datadir)
 	}
 	close(fd);
 	kvfs_sync_dir(datadir);
+}
+
+static int kvfs_cap_remove(void *ctx, const struct idx_name *e)
+{
+	return node_evict_name(ctx, e);
+}
+
+/*
+ * The capacity module on the settled watermarks, and the node table's
+ * upward calls into it. After the index is reopened in the daemon process:
+ * the module keeps the index pointer.
+ */
+static int kvfs_start_cap(struct fs *fs)
+{
+	const struct cap_config cfg = {
+		.datadir = fs->cfg.datadir,
+		.high_wm = fs->cfg.high_wm,
+		.low_wm = fs->cfg.low_wm,
+		.clock = clock_realtime,
+		.remove = kvfs_cap_remove,
+		.ctx = fs,
+	};
+
+	if (cap_new(&fs->cap, fs->idx, fs->store, &cfg) < 0) {
+		log_err("capacity accounting: out of memory");
+		return -1;
+	}
+	cap_set_upcalls(fs);
+	return 0;
 }
 
 /* Settles the capacity and watermarks in bytes. */
@@ -492,6 +547,170 @@ static int kvfs_loop(struct fs *fs, struct fuse_cmdline_opts *co)
 	return rc;
 }
 
+/* Fills in what the context holds before any option is read. */
+static void kvfs_init(struct fs *fs)
+{
+	int fd;
+
+	fs->lock_fd = -1;
+	fs->cfg.loglevel = LOG_LVL_INFO;
+	fs->uid = getuid();
+	fs->gid = getgid();
+	clock_gettime(CLOCK_REALTIME, &fs->start_time);
+	fs->start_ns = fs_now_ns();
+#ifdef KVFS_FAULT_INJECTION
+	pthread_mutex_init(&fs->fault_lock, NULL);
+#endif
+	/* fuse_daemonize() points 0-2 at /dev/null: keep them taken. */
+	while ((fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2)
+		;
+	if (fd > 2)
+		close(fd);
+}
+
+/*
+ * Parses the command line into o, co and fs->cfg. Returns 1 to go on, or
+ * 0 to exit with *ret (help, version, a usage or configuration error).
+ */
+static int kvfs_parse(struct fuse_args *args, struct kvfs_opts *o,
+		      struct fuse_cmdline_opts *co, struct fs *fs,
+		      const char *prog, int *ret)
+{
+	*ret = KVFS_EXIT_CONFIG;
+	if (fuse_opt_parse(args, o, kvfs_opt_spec, NULL) < 0 ||
+	    fuse_opt_parse(args, fs, NULL, kvfs_opt_proc) < 0)
+		return 0;
+	if (fuse_parse_cmdline(args, co) != 0)
+		return 0;
+	if (co->show_help) {
+		kvfs_usage(prog);
+		*ret = 0;
+		return 0;
+	}
+	if (co->show_version) {
+		printf("kvfs %s\nFUSE library %s\n", KVFS_VERSION,
+		       fuse_pkgversion());
+		*ret = 0;
+		return 0;
+	}
+	if (!fs->cfg.datadir || !co->mountpoint) {
+		fprintf(stderr,
+			"usage: %s [options] DATADIR MOUNTPOINT\n"
+			"try '%s -h' for the options\n",
+			prog, prog);
+		return 0;
+	}
+	if (kvfs_config(fs, o) < 0)
+		return 0;
+	log_set_level(co->debug ? LOG_LVL_DEBUG : fs->cfg.loglevel);
+	fs->cfg.mountpoint = co->mountpoint;
+	return 1;
+}
+
+/* Stops what kvfs_run started (each stop is a no-op for one never started). */
+static void kvfs_stop_threads(struct fs *fs)
+{
+	janitor_stop(fs);
+	ctlsock_stop(fs);
+	/* Answers every parked lookup before the session goes away. */
+	vc_free(fs->vc);
+	fs->vc = NULL;
+	notify_stop(fs->notify);
+}
+
+/*
+ * In the daemon process, once mounted: starts the threads, serves until
+ * the loop ends, and stops them. Returns the exit status.
+ */
+static int kvfs_run(struct fs *fs, struct fuse_cmdline_opts *co)
+{
+	int ret = 1, rc;
+
+	if (!co->foreground) {
+		log_use_syslog("kvfs");
+		/*
+		 * SQLite's POSIX locks do not pass through fork(): reopen the
+		 * index in the daemon process.
+		 */
+		if (kvfs_reopen_index(fs) < 0)
+			goto out_stop;
+	}
+	/* Threads do not survive fork(): start them after daemonizing. */
+	if (kvfs_start_cap(fs) < 0 || notify_start(&fs->notify, fs->se) < 0 ||
+	    kvfs_start_vc(fs) < 0 || idx_start_checkpointer(fs->idx) < 0 ||
+	    janitor_start(fs) < 0) {
+		log_err("cannot start the notifier, probe and checkpoint "
+			"threads");
+		goto out_stop;
+	}
+	/* kvfsctl's socket; the mount works without it (it logs why). */
+	ctlsock_start(fs);
+	kvfs_write_pid(fs);
+	log_info("serving %s at %s", fs->cfg.datadir, co->mountpoint);
+
+	rc = kvfs_loop(fs, co);
+	/* 0 or a signal number: a normal stop. -errno: the loop failed. */
+	ret = rc < 0 ? 1 : 0;
+	if (rc < 0)
+		log_err("session loop failed: %s", strerror(-rc));
+	else
+		log_info("unmounting %s", co->mountpoint);
+out_stop:
+	kvfs_stop_threads(fs);
+	return ret;
+}
+
+/*
+ * Mounts, daemonizes and serves (kvfs_run); unmounts. Returns the exit
+ * status: KVFS_EXIT_CONFIG when the session could not be set up.
+ */
+static int kvfs_mount(struct fs *fs, struct fuse_args *args,
+		      struct fuse_cmdline_opts *co)
+{
+	int ret = KVFS_EXIT_CONFIG;
+
+	if (fuse_opt_add_arg(args, "-odefault_permissions") < 0 ||
+	    fuse_opt_add_arg(args, "-ofsname=kvfs") < 0 ||
+	    fuse_opt_add_arg(args, "-osubtype=kvfs") < 0)
+		return ret;
+	fs->se = fuse_session_new(args, &fs_ops, sizeof(fs_ops), fs);
+	if (!fs->se)
+		return ret;
+	if (fuse_set_signal_handlers(fs->se) != 0)
+		goto out_session;
+	if (fuse_session_mount(fs->se, co->mountpoint) != 0)
+		goto out_signals;
+	if (fuse_daemonize(co->foreground) != 0) {
+		ret = 1;
+		kvfs_stop_threads(fs);
+	} else {
+		ret = kvfs_run(fs, co);
+	}
+	fuse_session_unmount(fs->se);
+out_signals:
+	fuse_remove_signal_handlers(fs->se);
+out_session:
+	fuse_session_destroy(fs->se);
+	return ret;
+}
+
+/* Closes what kvfs_open_store opened; marks a clean stop. */
+static void kvfs_close(struct fs *fs)
+{
+	int opened;
+
+	node_table_free(fs);
+	opened = fs->store != NULL && fs->idx != NULL;
+	store_close(fs->store);
+	idx_close(fs->idx);
+	fs->up = (struct fs_upcalls){0};
+	cap_free(fs->cap);
+	/* Every append is synchronous: after the loop nothing is half done. */
+	if (opened)
+		kvfs_mark_clean(fs->cfg.datadir);
+	datadir_lock_release(fs->lock_fd);
+}
+
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -503,127 +722,17 @@ int main(int argc, char **argv)
 			      .low_wm = 90,
 			      .tmp_max_age = 3600};
 	struct fuse_cmdline_opts co = {0};
-	struct fs fs = {.lock_fd = -1};
+	struct fs fs = {0};
 	int ret = KVFS_EXIT_CONFIG;
-	int opened, rc;
 
-	fs.cfg.loglevel = LOG_LVL_INFO;
-	fs.uid = getuid();
-	fs.gid = getgid();
-	clock_gettime(CLOCK_REALTIME, &fs.start_time);
-	fs.start_ns = fs_now_ns();
-	pthread_mutex_init(&fs.evict_lock, NULL);
-	pthread_mutex_init(&fs.touch_lock, NULL);
-	pthread_cond_init(&fs.janitor_cond, NULL);
-#ifdef KVFS_FAULT_INJECTION
-	pthread_mutex_init(&fs.fault_lock, NULL);
-#endif
-	/* fuse_daemonize() points 0-2 at /dev/null: keep them taken. */
-	while ((rc = open("/dev/null", O_RDWR)) >= 0 && rc <= 2)
-		;
-	if (rc > 2)
-		close(rc);
-
-	if (fuse_opt_parse(&args, &o, kvfs_opt_spec, NULL) < 0 ||
-	    fuse_opt_parse(&args, &fs, NULL, kvfs_opt_proc) < 0)
+	kvfs_init(&fs);
+	if (!kvfs_parse(&args, &o, &co, &fs, argv[0], &ret))
 		goto out_args;
-	if (fuse_parse_cmdline(&args, &co) != 0)
-		goto out_args;
-	if (co.show_help) {
-		kvfs_usage(argv[0]);
-		ret = 0;
-		goto out_args;
-	}
-	if (co.show_version) {
-		printf("kvfs %s\nFUSE library %s\n", KVFS_VERSION,
-		       fuse_pkgversion());
-		ret = 0;
-		goto out_args;
-	}
-	if (!fs.cfg.datadir || !co.mountpoint) {
-		fprintf(stderr,
-			"usage: %s [options] DATADIR MOUNTPOINT\n"
-			"try '%s -h' for the options\n",
-			argv[0], argv[0]);
-		goto out_args;
-	}
-	if (kvfs_config(&fs, &o) < 0)
-		goto out_args;
-	log_set_level(co.debug ? LOG_LVL_DEBUG : fs.cfg.loglevel);
-	fs.cfg.mountpoint = co.mountpoint;
 	if (kvfs_check_dirs(&fs, co.mountpoint) < 0 || kvfs_lock(&fs) < 0)
 		goto out_args;
-	if (node_table_init(&fs) < 0 || kvfs_open_store(&fs) < 0)
-		goto out_close;
-
-	if (fuse_opt_add_arg(&args, "-odefault_permissions") < 0 ||
-	    fuse_opt_add_arg(&args, "-ofsname=kvfs") < 0 ||
-	    fuse_opt_add_arg(&args, "-osubtype=kvfs") < 0)
-		goto out_close;
-	fs.se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), &fs);
-	if (!fs.se)
-		goto out_close;
-	if (fuse_set_signal_handlers(fs.se) != 0)
-		goto out_session;
-	if (fuse_session_mount(fs.se, co.mountpoint) != 0)
-		goto out_signals;
-	if (fuse_daemonize(co.foreground) != 0) {
-		ret = 1;
-		goto out_unmount;
-	}
-	if (!co.foreground) {
-		log_use_syslog("kvfs");
-		/*
-		 * SQLite's POSIX locks do not pass through fork(): reopen the
-		 * index in the daemon process.
-		 */
-		if (kvfs_reopen_index(&fs) < 0) {
-			ret = 1;
-			goto out_unmount;
-		}
-	}
-	/* Threads do not survive fork(): start them after daemonizing. */
-	if (notify_start(&fs.notify, fs.se) < 0 || kvfs_start_vc(&fs) < 0 ||
-	    idx_start_checkpointer(fs.idx) < 0 || janitor_start(&fs) < 0) {
-		log_err("cannot start the notifier, probe and checkpoint "
-			"threads");
-		ret = 1;
-		goto out_unmount;
-	}
-	/* kvfsctl's socket; the mount works without it (it logs why). */
-	ctlsock_start(&fs);
-	kvfs_write_pid(&fs);
-	log_info("serving %s at %s", fs.cfg.datadir, co.mountpoint);
-
-	rc = kvfs_loop(&fs, &co);
-	/* 0 or a signal number: a normal stop. -errno: the loop failed. */
-	ret = rc < 0 ? 1 : 0;
-	if (rc < 0)
-		log_err("session loop failed: %s", strerror(-rc));
-	else
-		log_info("unmounting %s", co.mountpoint);
-out_unmount:
-	janitor_stop(&fs);
-	ctlsock_stop(&fs);
-	/* Answers every parked lookup before the session goes away. */
-	vc_free(fs.vc);
-	fs.vc = NULL;
-	notify_stop(fs.notify);
-	fuse_session_unmount(fs.se);
-out_signals:
-	fuse_remove_signal_handlers(fs.se);
-out_session:
-	fuse_session_destroy(fs.se);
-out_close:
-	node_table_free(&fs);
-	opened = fs.store != NULL && fs.idx != NULL;
-	store_close(fs.store);
-	idx_close(fs.idx);
-	/* Every append is synchronous: after the loop nothing is half done. */
-	if (opened)
-		kvfs_mark_clean(fs.cfg.datadir);
-	if (fs.lock_fd >= 0)
-		close(fs.lock_fd);
+	if (node_table_init(&fs) == 0 && kvfs_open_store(&fs) == 0)
+		ret = kvfs_mount(&fs, &args, &co);
+	kvfs_close(&fs);
 out_args:
 	free(co.mountpoint);
 	free(fs.cfg.datadir);

@@ -18,8 +18,15 @@
 #include <sys/xattr.h>
 #include <time.h>
 
-#include "fs_int.h"
+#include "capacity.h"
+#include "ctlfiles.h"
+#include "damage.h"
+#include "filebuf.h"
+#include "fs.h"
+#include "lookup.h"
+#include "node.h"
 #include "notify.h"
+#include "ops.h"
 
 /* Largest read the kernel sends (1 MiB requests), and its iovecs. */
 #define FS_MAX_READ (1u << 20)
@@ -30,14 +37,6 @@ struct fs_handle {
 	struct node *n;
 	int flags;
 };
-
-int64_t fs_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static struct fs *fs_of(fuse_req_t req)
 {
@@ -51,35 +50,6 @@ static void fs_reply_err(fuse_req_t req, int rc)
 		return;
 	}
 	fuse_reply_err(req, -rc);
-}
-
-static struct timespec fs_ts(int64_t ns)
-{
-	/* Floor division: times before 1970 keep tv_nsec in [0, 1e9). */
-	int64_t sec = ns / 1000000000, nsec = ns % 1000000000;
-
-	if (nsec < 0) {
-		sec--;
-		nsec += 1000000000;
-	}
-	return (struct timespec){.tv_sec = sec, .tv_nsec = nsec};
-}
-
-void fs_fill_stat(struct stat *st, const struct idx_attr *a)
-{
-	memset(st, 0, sizeof(*st));
-	st->st_ino = a->ino;
-	st->st_mode = a->mode;
-	st->st_nlink = a->nlink;
-	st->st_uid = a->uid;
-	st->st_gid = a->gid;
-	/* Directories look like ext4's smallest ones to tools like du. */
-	st->st_size = S_ISDIR(a->mode) ? 4096 : (off_t)a->size;
-	st->st_blksize = 4096;
-	st->st_blocks = (blkcnt_t)(kv_align_up((uint64_t)st->st_size) / 512);
-	st->st_atim = fs_ts(a->atime_ns);
-	st->st_mtim = fs_ts(a->mtime_ns);
-	st->st_ctim = fs_ts(a->ctime_ns);
 }
 
 static void fs_fill_entry(struct fs *fs, struct fuse_entry_param *e,
@@ -121,22 +91,6 @@ static void fs_refresh_dir(struct fs *fs, uint64_t ino)
 		n->attr = a;
 		pthread_rwlock_unlock(&n->rw);
 	}
-	node_put(fs, n, 0, 0, 1);
-}
-
-void fs_relink(struct fs *fs, uint64_t ino, uint32_t nlink, int64_t now)
-{
-	struct node *n = node_find(fs, ino);
-
-	if (!n) {
-		if (nlink == 0)
-			node_release_inode(fs, ino);
-		return;
-	}
-	pthread_rwlock_wrlock(&n->rw);
-	n->attr.nlink = nlink;
-	n->attr.ctime_ns = now;
-	pthread_rwlock_unlock(&n->rw);
 	node_put(fs, n, 0, 0, 1);
 }
 
@@ -492,7 +446,7 @@ static void fs_renamed(struct fs *fs, uint64_t parent, const char *name,
 				 "will list it under its old name",
 				 path);
 		else if (path)
-			atomic_fetch_add(&fs->used_est, (int64_t)span);
+			cap_used_add(fs->cap, (int64_t)span);
 		free(path);
 	}
 	node_put(fs, n, 0, 0, 1);
@@ -698,7 +652,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	pthread_rwlock_rdlock(&n->rw);
 	if ((uint64_t)off < n->attr.size && !n->dirty && !n->cached &&
 	    n->attr.size <= FS_VERIFY_MAX) {
-		/* First read: load and check the whole file (fs_int.h). */
+		/* First read: load and check the whole file (fs.h). */
 		pthread_rwlock_unlock(&n->rw);
 		pthread_rwlock_wrlock(&n->rw);
 #ifdef KVFS_FAULT_INJECTION

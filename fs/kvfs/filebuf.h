@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A node's file buffer (filebuf.c): unsaved bytes, or the verified saved
+ * bytes of a small file, in NODE_SEG-byte segments. Every function wants
+ * n->rw held (exclusive where it says so); none takes fs->nodes_lock.
+ * Errors: -ENOMEM, and store_read's and the index's -errno (node_fill).
+ */
+#ifndef KVFS_FILEBUF_H
+#define KVFS_FILEBUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+struct fs;
+struct node;
+
+/*
+ * Loads n's saved bytes into its buffer, checking every chunk's CRC, and
+ * marks them cached. On failure (store_read's errors) nothing is kept.
+ * n->rw exclusive.
+ */
+int node_fill(struct fs *fs, struct node *n);
+/* Loads n's current bytes into its write buffer. n->rw exclusive. */
+int node_make_dirty(struct fs *fs, struct node *n);
+/* Grows n's buffer to hold size bytes (undefined). n->rw exclusive. */
+int node_reserve(struct fs *fs, struct node *n, uint64_t size);
+/* Copies len bytes into n's buffer at off (reserved). n->rw exclusive. */
+void node_copy_in(struct node *n, uint64_t off, const void *buf, size_t len);
+/* Zeroes [off, off + len) of n's buffer (reserved). n->rw exclusive. */
+void node_zero(struct node *n, uint64_t off, uint64_t len);
+/*
+ * Points iov at [off, off + len) of n's buffer; returns the count used
+ * (at most len / NODE_SEG + 2). n->rw held.
+ */
+int node_iov(struct node *n, uint64_t off, uint64_t len, struct iovec *iov);
+/* Drops n's unsaved bytes, back to the persisted state. n->rw exclusive. */
+void node_discard(struct fs *fs, struct node *n);
+
+#endif

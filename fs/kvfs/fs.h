@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon's context (struct fs) and its configuration, shared by every
+ * module of the daemon, and its wall clock (fs_now_ns). Each module
+ * declares its own functions in its own header (node.h, capacity.h,
+ * ops.h, ...).
+ *
+ * Lock order: n->rw, then fs->nodes_lock, then idx's internal lock; the
+ * nodes lock is never held across index, store or fuse_reply_* calls. A
+ * store makes room (the capacity module's evict_lock) holding its own
+ * node's n->rw; eviction then takes n->rw only of nodes that are not busy
+ * (not open, nothing unsaved), never a storing one. fs->dirty_lock and the
+ * capacity module's touch_lock are innermost: nothing is taken inside.
+ */
+#ifndef KVFS_FS_H
+#define KVFS_FS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "clock.h"
+#include "index.h"
+#include "log.h"
+#include "store.h"
+#include "verdict.h"
+
+struct fuse_session;
+struct fuse_file_info;
+struct fuse_req;
+struct cap;
+struct ctlsock;
+struct notify;
+struct stat;
+
+/* Control files live on inodes from here up; the index never gets there. */
+#define FS_CTL_INO (1ull << 62)
+/*
+ * Files up to this size are read whole, every chunk checked, on their first
+ * read, and then served from memory while open: a damaged chunk anywhere
+ * fails the read at offset 0, so the kernel, which splits a read into
+ * several requests, reports an error, never a short count.
+ */
+#define FS_VERIFY_MAX (64ull << 20)
+/* Write buffers come in segments of this size (a KV_CHUNK_SIZE multiple). */
+#define NODE_SEG (1u << 20)
+/* Idle segments kept for reuse, so stores do not fault in fresh pages. */
+#define NODE_SEG_POOL 64
+/* Files that may have a read fault injected at once. */
+#define FS_MAX_FAULTS 64
+
+/*
+ * An inode the kernel or an open handle holds (the node table, node.c),
+ * with its file buffer (filebuf.c). A node exists while the kernel holds
+ * lookups on the inode, a handle has it open, or an operation is using it
+ * (pins counts all three, under fs->nodes_lock). While it exists its
+ * attributes are authoritative: the index holds the last persisted state,
+ * the node adds unsaved writes.
+ */
+struct node {
+	uint64_t ino;
+	/*
+	 * Readers of the file's bytes and attributes take it shared; writes,
+	 * flushes and attribute changes take it exclusive.
+	 */
+	pthread_rwlock_t rw;
+	struct idx_attr attr; /* protected by rw */
+	uint64_t disk_size;   /* size the index holds, protected by rw */
+	uint32_t *crcs;	      /* CRCs of attr.ext, protected by rw */
+	uint32_t ncrcs;
+	int crcs_loaded;
+	/*
+	 * Unsaved bytes of the whole file, in NODE_SEG-byte segments
+	 * (protected by rw). Bytes before attr.size are the file's; the rest
+	 * are undefined until written or zeroed.
+	 */
+	char **segs;
+	size_t nsegs;
+	int dirty;  /* segs hold bytes not saved yet */
+	int cached; /* segs hold the saved bytes, all chunks verified */
+	/* protected by fs->nodes_lock */
+	uint64_t nlookup;
+	unsigned nopen;
+	unsigned pins;	 /* nlookup > 0, each open handle, each running op */
+	uint64_t parent; /* the name the node was last seen under */
+	char *name;
+	struct node *hnext;
+};
+
+/* Set before any thread starts; read-only afterwards, so it needs no lock. */
+struct fs_config {
+	char *datadir;
+	char *mountpoint;
+	double entry_timeout;
+	double attr_timeout;
+	double negative_timeout;
+	uint64_t max_file_size;
+	uint64_t dirty_limit;
+	unsigned threads;
+	unsigned root_mode;
+	int durable;
+	enum log_level loglevel;
+	uint64_t capacity; /* bytes kvfs may use on the backing filesystem */
+	unsigned capacity_pct; /* capacity as a share of the filesystem */
+	unsigned high_pct;
+	unsigned low_pct;
+	uint64_t high_wm;	/* evict above this many bytes ... */
+	uint64_t low_wm;	/* ... down to this many */
+	int64_t tmp_max_age_ns; /* engine temp files older than this go */
+};
+
+/*
+ * The node table's calls upward into capacity accounting (capacity.c sets
+ * them at start-up with cap_set_upcalls, in the style of core/store.h's
+ * store_ref_fn): the node table sits below the capacity module and does
+ * not include it. Before they are set (start-up recovery) they are NULL
+ * and the node table skips them.
+ */
+struct fs_upcalls {
+	/* Before a store of bytes more: 0, or -ENOSPC. */
+	int (*make_room)(void *ctx, uint64_t bytes);
+	/* An access of ino, for LRU eviction. */
+	void (*touch)(void *ctx, uint64_t ino);
+	/* Bytes appended (delta > 0) or freed (< 0) in the data files. */
+	void (*used)(void *ctx, int64_t delta);
+	void *ctx;
+};
+
+struct fs {
+	struct fs_config cfg;
+	struct idx *idx;
+	struct store *store;
+	struct fuse_session *se;
+	struct notify *notify;	 /* kernel invalidations */
+	struct vc *vc;		 /* lookup manager and verdict cache */
+	struct ctlsock *ctlsock; /* kvfsctl's socket (ctlsock.c), or NULL */
+	int lock_fd;
+	uid_t uid; /* owner of the control files */
+	gid_t gid;
+	struct timespec start_time;
+
+	pthread_mutex_t nodes_lock;
+	struct node **nodes; /* hash chains, protected by nodes_lock */
+	size_t nbuckets;
+	size_t nnodes;
+
+	pthread_mutex_t dirty_lock;
+	pthread_cond_t dirty_cond;
+	uint64_t dirty_bytes; /* protected by dirty_lock */
+	char *seg_pool
+		[NODE_SEG_POOL]; /* idle segments, protected by dirty_lock */
+	size_t nseg_pool;
+	/* Capacity, eviction and the touch queue (capacity.c). */
+	struct cap *cap;
+	struct fs_upcalls up; /* set before the loop starts, then read-only */
+	/* Housekeeping (janitor.c, tmpsweep.c). */
+	atomic_uint_fast64_t tmp_removed;
+	int janitor_running; /* main thread only */
+	pthread_t janitor;
+	int64_t start_ns;
+	atomic_uint_fast64_t dropped;	  /* torn blocks dropped */
+	atomic_uint_fast64_t quarantined; /* blocks quarantined */
+
+#ifdef KVFS_FAULT_INJECTION
+	pthread_mutex_t fault_lock;
+	struct {
+		uint64_t ino;
+		int err;
+	} faults[FS_MAX_FAULTS]; /* protected by fault_lock */
+	size_t nfaults;
+	atomic_uint fault_probe_delay_ms;
+#endif
+};
+
+/* Wall-clock ns (core/clock.h): the time stamped on inodes. */
+static inline int64_t fs_now_ns(void)
+{
+	return (int64_t)clock_realtime_ns();
+}
+
+#endif
