@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvfsctl clear: lifts a quarantine through the control socket's "clear
+ * PATH": the daemon forgets the verdict held for PATH and makes the kernel
+ * forget its entry. The request itself is the one verdicts sends
+ * (kc_path_cmd_run() in cmd-verdicts.c); this file is the usage and how the
+ * answer is printed.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "kc.h"
+
+static const char kc_clear_usage[] =
+	"usage: kvfsctl clear [--json] MOUNTPOINT|DATADIR PATH\n"
+	"\n"
+	"Lifts a quarantine: forgets the verdict held for PATH and makes the\n"
+	"kernel forget its cached entry, so the next lookup asks the index\n"
+	"again. The data of a quarantined block was kept; if it is still bad,\n"
+	"the next failed read quarantines it again. PATH as for verdicts.\n"
+	"\n"
+	"  --json      print the daemon's JSON answer\n"
+	"  -h, --help  print this help\n"
+	"\n"
+	"Exit status: 0 success (also when there was nothing to clear), 2\n"
+	"usage or operational error.\n";
+
+static void kc_clear_text(const struct kc_json *resp)
+{
+	const char *changed = kc_json_get(resp, "changed");
+	const char *q = kc_json_get(resp, "verdict.quarantined");
+
+	if (changed && strcmp(changed, "true") == 0)
+		printf("cleared the verdict of %s (was: %s%s); the next lookup "
+		       "asks the index\n",
+		       kc_str(resp, "path"), kc_str(resp, "verdict.result"),
+		       q && strcmp(q, "true") == 0 ? ", quarantined" : "");
+	else
+		printf("%s: no resolved verdict held, nothing to clear (the "
+		       "kernel's cached entry was dropped anyway)\n",
+		       kc_str(resp, "path"));
+}
+
+int kc_clear(int argc, char **argv)
+{
+	static const struct kc_path_cmd pc = {
+		.name = "clear",
+		.usage = kc_clear_usage,
+		.args = "MOUNTPOINT|DATADIR PATH",
+		.min_args = 2,
+		.req = "clear",
+		.text = kc_clear_text,
+	};
+
+	return kc_path_cmd_run(&pc, argc, argv);
+}

@@ -1,0 +1,973 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What every kvfsctl command shares (kc.h): error messages, sizes, the
+ * JSON that kvfs writes, the control files, the control-socket client,
+ * MOUNTPOINT|DATADIR resolution, data-file usage and the option prologue
+ * of a command. The commands themselves are in cmd-*.c, the dispatch in
+ * main.c.
+ *
+ * kvfsctl never goes through the FUSE namespace except to read
+ * MOUNTPOINT/.kvfs/{status,stats}: a stat() of a block would itself be a
+ * lookup and change the verdicts it is asked about. What needs the daemon
+ * goes through its control files or its control socket; what needs no
+ * daemon opens DATADIR's index and data files directly.
+ */
+#include "kc.h"
+
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/un.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctlsock.h"
+
+/* statfs(2) f_type of every FUSE file system. */
+#define KC_FUSE_MAGIC 0x65735546
+/* Largest control file or socket response read. */
+#define KC_READ_MAX (16u << 20)
+/* Seconds to wait for the daemon's answer on the control socket. */
+#define KC_SOCK_TIMEOUT_S 60
+
+void kc_err(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (cmd)
+		fprintf(stderr, "kvfsctl %s: ", cmd);
+	else
+		fprintf(stderr, "kvfsctl: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void kc_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(f, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			fprintf(f, "\\u%04x", (unsigned char)*s);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+const char *kc_size(char *buf, size_t len, uint64_t bytes)
+{
+	static const char *const unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+	double v = (double)bytes;
+	int u = -1;
+
+	if (bytes < 1024) {
+		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+		return buf;
+	}
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, len, v < 10 ? "%.2f %s" : "%.1f %s", v, unit[u]);
+	return buf;
+}
+
+/*
+ * JSON, as much as kvfs writes: one object of strings, numbers, booleans,
+ * null, nested objects and arrays, flattened into "a.b" / "a.0" keys.
+ */
+struct kc_parser {
+	const char *p;
+	struct kc_json *j;
+};
+
+#define KC_JSON_DEPTH 8
+
+static void kc_ws(struct kc_parser *ps)
+{
+	while (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' ||
+	       *ps->p == '\r')
+		ps->p++;
+}
+
+/* Adds key = val; takes ownership of val (also on failure). */
+static int kc_json_add(struct kc_json *j, const char *key, char *val,
+		       int is_str)
+{
+	char *k = strdup(key);
+
+	if (!k)
+		goto out_nomem;
+	if (j->n == j->cap) {
+		size_t cap = j->cap ? 2 * j->cap : 32;
+		struct kc_kv *v = realloc(j->v, cap * sizeof(*v));
+
+		if (!v)
+			goto out_nomem;
+		j->v = v;
+		j->cap = cap;
+	}
+	j->v[j->n++] = (struct kc_kv){.key = k, .val = val, .is_str = is_str};
+	return 0;
+out_nomem:
+	free(k);
+	free(val);
+	return -ENOMEM;
+}
+
+static int kc_hex4(const char *p, unsigned *out)
+{
+	unsigned v = 0;
+
+	for (int i = 0; i < 4; i++) {
+		char c = p[i];
+
+		v <<= 4;
+		if (c >= '0' && c <= '9')
+			v |= (unsigned)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v |= (unsigned)(c - 'a' + 10);
+		else if (c >= 'A' && c <= 'F')
+			v |= (unsigned)(c - 'A' + 10);
+		else
+			return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Appends code point cp as UTF-8 at q; returns the new end. */
+static char *kc_utf8(char *q, unsigned cp)
+{
+	if (cp < 0x80) {
+		*q++ = (char)cp;
+	} else if (cp < 0x800) {
+		*q++ = (char)(0xc0 | cp >> 6);
+		*q++ = (char)(0x80 | (cp & 0x3f));
+	} else if (cp < 0x10000) {
+		*q++ = (char)(0xe0 | cp >> 12);
+		*q++ = (char)(0x80 | (cp >> 6 & 0x3f));
+		*q++ = (char)(0x80 | (cp & 0x3f));
+	} else {
+		*q++ = (char)(0xf0 | cp >> 18);
+		*q++ = (char)(0x80 | (cp >> 12 & 0x3f));
+		*q++ = (char)(0x80 | (cp >> 6 & 0x3f));
+		*q++ = (char)(0x80 | (cp & 0x3f));
+	}
+	return q;
+}
+
+/* A string literal at ps->p; *out is malloc'd and decoded. */
+static int kc_parse_string(struct kc_parser *ps, char **out)
+{
+	const char *p = ps->p + 1, *e = p;
+	char *s, *q;
+
+	if (*ps->p != '"')
+		return -EINVAL;
+	/* The decoded text is never longer than the literal. */
+	while (*e && *e != '"')
+		e += *e == '\\' && e[1] ? 2 : 1;
+	if (*e != '"')
+		return -EINVAL;
+	s = q = malloc((size_t)(e - p) + 1);
+	if (!s)
+		return -ENOMEM;
+	while (p < e) {
+		unsigned cp, lo;
+
+		if (*p != '\\') {
+			*q++ = *p++;
+			continue;
+		}
+		p++;
+		switch (*p++) {
+		case '"':
+			*q++ = '"';
+			break;
+		case '\\':
+			*q++ = '\\';
+			break;
+		case '/':
+			*q++ = '/';
+			break;
+		case 'b':
+			*q++ = '\b';
+			break;
+		case 'f':
+			*q++ = '\f';
+			break;
+		case 'n':
+			*q++ = '\n';
+			break;
+		case 'r':
+			*q++ = '\r';
+			break;
+		case 't':
+			*q++ = '\t';
+			break;
+		case 'u':
+			if (p + 4 > e || kc_hex4(p, &cp) < 0)
+				goto out_bad;
+			p += 4;
+			if (cp >= 0xd800 && cp < 0xdc00 && p + 6 <= e &&
+			    p[0] == '\\' && p[1] == 'u' &&
+			    kc_hex4(p + 2, &lo) == 0 && lo >= 0xdc00 &&
+			    lo < 0xe000) {
+				cp = 0x10000 + ((cp - 0xd800) << 10) +
+				     (lo - 0xdc00);
+				p += 6;
+			}
+			if (cp == 0)
+				goto out_bad;
+			q = kc_utf8(q, cp);
+			break;
+		default:
+			goto out_bad;
+		}
+	}
+	*q = '\0';
+	ps->p = e + 1;
+	*out = s;
+	return 0;
+out_bad:
+	free(s);
+	return -EINVAL;
+}
+
+static int kc_parse_value(struct kc_parser *ps, const char *key, int depth);
+
+/* An object or array at ps->p; members get keys "prefix.name". */
+static int kc_parse_container(struct kc_parser *ps, const char *prefix,
+			      int depth)
+{
+	char close = *ps->p == '{' ? '}' : ']';
+	size_t index = 0;
+	int rc;
+
+	if (depth > KC_JSON_DEPTH)
+		return -EINVAL;
+	ps->p++;
+	kc_ws(ps);
+	if (*ps->p == close) {
+		ps->p++;
+		return 0;
+	}
+	for (;;) {
+		char *name = NULL, *key;
+		char num[32];
+		size_t klen;
+
+		kc_ws(ps);
+		if (close == '}') {
+			rc = kc_parse_string(ps, &name);
+			if (rc < 0)
+				return rc;
+			kc_ws(ps);
+			if (*ps->p != ':') {
+				free(name);
+				return -EINVAL;
+			}
+			ps->p++;
+		} else {
+			snprintf(num, sizeof(num), "%zu", index++);
+		}
+		klen = strlen(prefix) + 1 + strlen(name ? name : num) + 1;
+		key = malloc(klen);
+		if (!key) {
+			free(name);
+			return -ENOMEM;
+		}
+		snprintf(key, klen, "%s%s%s", prefix, *prefix ? "." : "",
+			 name ? name : num);
+		free(name);
+		rc = kc_parse_value(ps, key, depth + 1);
+		free(key);
+		if (rc < 0)
+			return rc;
+		kc_ws(ps);
+		if (*ps->p == ',') {
+			ps->p++;
+			continue;
+		}
+		if (*ps->p != close)
+			return -EINVAL;
+		ps->p++;
+		return 0;
+	}
+}
+
+static int kc_parse_value(struct kc_parser *ps, const char *key, int depth)
+{
+	const char *start;
+	char *val;
+	int rc;
+
+	kc_ws(ps);
+	switch (*ps->p) {
+	case '{':
+	case '[':
+		return kc_parse_container(ps, key, depth);
+	case '"':
+		rc = kc_parse_string(ps, &val);
+		return rc < 0 ? rc : kc_json_add(ps->j, key, val, 1);
+	case 'n':
+		if (strncmp(ps->p, "null", 4) != 0)
+			return -EINVAL;
+		ps->p += 4;
+		return kc_json_add(ps->j, key, NULL, 0);
+	default:
+		break;
+	}
+	start = ps->p;
+	while (*ps->p && strchr("+-0123456789.eEtruefals", *ps->p))
+		ps->p++;
+	if (ps->p == start)
+		return -EINVAL;
+	val = strndup(start, (size_t)(ps->p - start));
+	if (!val)
+		return -ENOMEM;
+	return kc_json_add(ps->j, key, val, 0);
+}
+
+int kc_json_parse(const char *text, struct kc_json *out)
+{
+	struct kc_parser ps = {.p = text, .j = out};
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	kc_ws(&ps);
+	if (*ps.p != '{')
+		return -EINVAL;
+	rc = kc_parse_container(&ps, "", 0);
+	if (rc == 0) {
+		kc_ws(&ps);
+		if (*ps.p)
+			rc = -EINVAL;
+	}
+	if (rc < 0)
+		kc_json_free(out);
+	return rc;
+}
+
+void kc_json_free(struct kc_json *j)
+{
+	for (size_t i = 0; i < j->n; i++) {
+		free(j->v[i].key);
+		free(j->v[i].val);
+	}
+	free(j->v);
+	memset(j, 0, sizeof(*j));
+}
+
+const char *kc_json_get(const struct kc_json *j, const char *key)
+{
+	for (size_t i = 0; i < j->n; i++)
+		if (strcmp(j->v[i].key, key) == 0)
+			return j->v[i].val;
+	return NULL;
+}
+
+int kc_json_u64(const struct kc_json *j, const char *key, uint64_t *out)
+{
+	const char *v = NULL;
+	char *end;
+	unsigned long long n;
+
+	for (size_t i = 0; i < j->n; i++)
+		if (strcmp(j->v[i].key, key) == 0 && !j->v[i].is_str)
+			v = j->v[i].val;
+	if (!v || *v < '0' || *v > '9')
+		return -ENOENT;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno || *end)
+		return -ENOENT;
+	*out = n;
+	return 0;
+}
+
+/*
+ * Reads a control file whole: *buf malloc'd and NUL-terminated. Each open
+ * of one is a snapshot served with direct_io, so a short read is its end:
+ * one READ request, not a second one to see EOF.
+ */
+int kc_read_file(const char *path, char **buf)
+{
+	size_t len = 0, cap = 65536;
+	char *b = malloc(cap);
+	int fd, rc = 0;
+
+	if (!b)
+		return -ENOMEM;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	for (;;) {
+		ssize_t n;
+
+		if (len + 1 == cap) {
+			char *nb =
+				cap < KC_READ_MAX ? realloc(b, 2 * cap) : NULL;
+
+			if (!nb) {
+				rc = cap < KC_READ_MAX ? -ENOMEM : -EFBIG;
+				break;
+			}
+			b = nb;
+			cap *= 2;
+		}
+		n = read(fd, b + len, cap - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len + 1 < cap)
+			break;
+	}
+	close(fd);
+	if (rc == 0) {
+		b[len] = '\0';
+		*buf = b;
+		return 0;
+	}
+out_free:
+	free(b);
+	return rc;
+}
+
+/* Opens DATADIR's control socket, connected, with a timeout; -errno. */
+static int kc_sock_connect(const char *datadir, int timeout_s)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct timeval tv = {.tv_sec = timeout_s};
+	int fd, dfd = -1, n, rc;
+
+	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", datadir,
+		     CTLSOCK_NAME);
+	if (n < 0 || (size_t)n >= sizeof(sa.sun_path)) {
+		/* Too long for sun_path: go through the directory's fd. */
+		dfd = open(datadir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0)
+			return -errno;
+		snprintf(sa.sun_path, sizeof(sa.sun_path),
+			 "/proc/self/fd/%d/%s", dfd, CTLSOCK_NAME);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		rc = -errno;
+		goto out_close_dir;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		rc = -errno;
+		close(fd);
+		goto out_close_dir;
+	}
+	rc = fd;
+out_close_dir:
+	if (dfd >= 0)
+		close(dfd);
+	return rc;
+}
+
+/*
+ * One request on DATADIR's control socket, waiting at most timeout_s
+ * seconds for the answer. Returns 0 with *resp the daemon's answer (ok
+ * true), 1 with *resp its error (ok false), or -errno when there was no
+ * answer. *raw, when not NULL, gets the response text.
+ */
+int kc_request_wait(const char *datadir, const char *line, struct kc_json *resp,
+		    char **raw, int timeout_s)
+{
+	size_t len = 0, cap = 4096, llen = strlen(line);
+	char *buf = NULL;
+	const char *ok;
+	int fd, rc;
+
+	fd = kc_sock_connect(datadir, timeout_s);
+	if (fd < 0)
+		return fd;
+	while (len < llen) {
+		ssize_t n = send(fd, line + len, llen - len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			goto out_close;
+		}
+		len += (size_t)n;
+	}
+	shutdown(fd, SHUT_WR);
+	len = 0;
+	buf = malloc(cap);
+	if (!buf) {
+		rc = -ENOMEM;
+		goto out_close;
+	}
+	for (;;) {
+		ssize_t n;
+
+		if (len + 1 == cap) {
+			char *nb = cap < KC_READ_MAX ? realloc(buf, 2 * cap)
+						     : NULL;
+
+			if (!nb) {
+				rc = -EFBIG;
+				goto out_close;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		n = recv(fd, buf + len, cap - 1 - len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = errno == EAGAIN ? -ETIMEDOUT : -errno;
+			goto out_close;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	rc = kc_json_parse(buf, resp);
+	if (rc < 0) {
+		rc = -EBADMSG;
+		goto out_close;
+	}
+	ok = kc_json_get(resp, "ok");
+	rc = ok && strcmp(ok, "true") == 0 ? 0 : 1;
+	if (raw) {
+		*raw = buf;
+		buf = NULL;
+	}
+out_close:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+/* kc_request_wait() with the usual timeout. */
+int kc_request(const char *datadir, const char *line, struct kc_json *resp,
+	       char **raw)
+{
+	return kc_request_wait(datadir, line, resp, raw, KC_SOCK_TIMEOUT_S);
+}
+
+/* Prints the reason a request got no answer. */
+void kc_request_err(const char *cmd, const struct kc_target *t, int rc)
+{
+	if (rc == -ENOENT || rc == -ECONNREFUSED)
+		kc_err(cmd,
+		       "%s/%s does not answer (%s): is kvfs running, and did "
+		       "it log that it could not create its control socket?",
+		       t->datadir, CTLSOCK_NAME, strerror(-rc));
+	else if (rc == -EBADMSG)
+		kc_err(cmd, "%s/%s sent an answer that is not JSON", t->datadir,
+		       CTLSOCK_NAME);
+	else
+		kc_err(cmd, "%s/%s: %s", t->datadir, CTLSOCK_NAME,
+		       strerror(-rc));
+}
+
+/* Prints the error the daemon answered. */
+void kc_daemon_err(const char *cmd, const char *what,
+		   const struct kc_json *resp)
+{
+	const char *msg = kc_json_get(resp, "message");
+	const char *err = kc_json_get(resp, "error");
+
+	kc_err(cmd, "%s: %s (%s)", what, msg ? msg : "failed", err ? err : "?");
+}
+
+int kc_exists(const char *dir, const char *name, mode_t type)
+{
+	char p[PATH_MAX];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return lstat(p, &st) == 0 && (st.st_mode & S_IFMT) == type;
+}
+
+/*
+ * Whether a kvfs daemon holds DATADIR's lock: 1 (its pid in *pid when the
+ * lock file says), 0 when not, -errno. Takes no lock for longer than the
+ * test; never creates the lock file.
+ */
+static int kc_lock_probe(const char *datadir, long *pid)
+{
+	char path[PATH_MAX], buf[32];
+	ssize_t n;
+	int fd, rc = 0;
+
+	snprintf(path, sizeof(path), "%s/kvfs.lock", datadir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+		flock(fd, LOCK_UN);
+	} else if (errno == EWOULDBLOCK) {
+		rc = 1;
+		n = pread(fd, buf, sizeof(buf) - 1, 0);
+		buf[n > 0 ? n : 0] = '\0';
+		*pid = strtol(buf, NULL, 10);
+	} else {
+		rc = -errno;
+	}
+	close(fd);
+	return rc;
+}
+
+static int kc_status_file(struct kc_target *t)
+{
+	char path[PATH_MAX], *text;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/.kvfs/status", t->mountpoint);
+	rc = kc_read_file(path, &text);
+	if (rc < 0)
+		return rc;
+	rc = kc_json_parse(text, &t->status);
+	free(text);
+	if (rc == 0 && !kc_json_get(&t->status, "datadir")) {
+		kc_json_free(&t->status);
+		rc = -EINVAL;
+	}
+	return rc;
+}
+
+int kc_target_open(const char *cmd, const char *arg, struct kc_target *t)
+{
+	struct kc_json info;
+	struct statfs sf;
+	struct stat st;
+	uint64_t pid;
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	t->path = realpath(arg, NULL);
+	rc = 0;
+	if (!t->path || stat(t->path, &st) < 0 || statfs(t->path, &sf) < 0)
+		rc = -errno;
+	if (rc == -ENOTCONN || rc == -ECONNABORTED) {
+		kc_err(cmd,
+		       "%s: %s: the daemon of this mount is gone; unmount it "
+		       "with fusermount3 -u %s",
+		       arg, strerror(-rc), arg);
+		goto out_free;
+	}
+	if (rc < 0) {
+		kc_err(cmd, "%s: %s", arg, strerror(-rc));
+		goto out_free;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		kc_err(cmd, "%s: not a directory", arg);
+		rc = -ENOTDIR;
+		goto out_free;
+	}
+	if (sf.f_type == KC_FUSE_MAGIC) {
+		t->mountpoint = strdup(t->path);
+		if (!t->mountpoint) {
+			rc = -ENOMEM;
+			goto out_free;
+		}
+		rc = kc_status_file(t);
+		if (rc < 0) {
+			kc_err(cmd,
+			       "%s is on a FUSE file system but is not a kvfs "
+			       "mount point (%s/.kvfs/status: %s)",
+			       arg, t->path, strerror(-rc));
+			goto out_free;
+		}
+		t->datadir = strdup(kc_json_get(&t->status, "datadir"));
+		if (!t->datadir) {
+			rc = -ENOMEM;
+			goto out_free;
+		}
+		if (kc_json_u64(&t->status, "pid", &pid) == 0)
+			t->pid = (long)pid;
+		t->mounted = 1;
+		t->given_mount = 1;
+		return 0;
+	}
+	if (!kc_exists(t->path, "index.db", S_IFREG) &&
+	    !kc_exists(t->path, "data", S_IFDIR) &&
+	    !kc_exists(t->path, "kvfs.lock", S_IFREG)) {
+		kc_err(cmd,
+		       "%s is neither a kvfs mount point nor a kvfs data "
+		       "directory (it has no .kvfs/status, index.db or data/)",
+		       arg);
+		rc = -EINVAL;
+		goto out_free;
+	}
+	t->datadir = strdup(t->path);
+	if (!t->datadir) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	/* A data directory: ask its daemon, if any, where it is mounted. */
+	rc = kc_request(t->datadir, "info\n", &info, NULL);
+	if (rc == 0) {
+		const char *mnt = kc_json_get(&info, "mountpoint");
+
+		if (kc_json_u64(&info, "pid", &pid) == 0)
+			t->pid = (long)pid;
+		t->mounted = 1;
+		t->mountpoint = mnt ? strdup(mnt) : NULL;
+		kc_json_free(&info);
+		if (t->mountpoint && kc_status_file(t) < 0) {
+			free(t->mountpoint);
+			t->mountpoint = NULL;
+		}
+		return 0;
+	}
+	if (rc == 1)
+		kc_json_free(&info);
+	rc = kc_lock_probe(t->datadir, &t->pid);
+	if (rc < 0) {
+		kc_err(cmd, "%s/kvfs.lock: %s", t->datadir, strerror(-rc));
+		goto out_free;
+	}
+	t->mounted = rc;
+	return 0;
+out_free:
+	kc_target_free(t);
+	return rc;
+}
+
+void kc_target_free(struct kc_target *t)
+{
+	free(t->path);
+	free(t->datadir);
+	free(t->mountpoint);
+	kc_json_free(&t->status);
+	memset(t, 0, sizeof(*t));
+}
+
+/*
+ * A target that must be served by a running daemon whose mount point is
+ * known: prints why not and returns -errno otherwise.
+ */
+int kc_need_mounted(const char *cmd, const struct kc_target *t)
+{
+	if (!t->mounted) {
+		kc_err(cmd,
+		       "%s is not mounted: kvfs keeps counters and verdicts "
+		       "only while it runs",
+		       t->datadir);
+		return -ENOTCONN;
+	}
+	return 0;
+}
+
+/* Percent-encodes path for a request line (see ctlsock.h). */
+char *kc_encode(const char *path)
+{
+	char *out = malloc(3 * strlen(path) + 1), *q = out;
+
+	if (!out)
+		return NULL;
+	for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+		if (*p > 0x20 && *p < 0x7f && *p != '%')
+			*q++ = (char)*p;
+		else
+			q += sprintf(q, "%%%02X", *p);
+	}
+	*q = '\0';
+	return out;
+}
+
+/*
+ * PATH as the daemon wants it, relative to the mount's root and starting
+ * with '/': an absolute path under the mount point loses that prefix;
+ * anything else already is one. malloc'd.
+ */
+char *kc_mount_rel(const struct kc_target *t, const char *path)
+{
+	size_t n = t->mountpoint ? strlen(t->mountpoint) : 0;
+	char *out;
+
+	if (n > 1 && strncmp(path, t->mountpoint, n) == 0 &&
+	    (path[n] == '/' || path[n] == '\0'))
+		path += n;
+	out = malloc(strlen(path) + 2);
+	if (out)
+		sprintf(out, "%s%s", path[0] == '/' ? "" : "/", path);
+	return out;
+}
+
+int kc_data_usage(const char *datadir, struct kc_usage *u)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+
+	memset(u, 0, sizeof(*u));
+	snprintf(path, sizeof(path), "%s/data", datadir);
+	d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d)) != NULL) {
+		struct stat st;
+		unsigned id;
+		int end = 0;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9' ||
+		    sscanf(de->d_name, "%u.kvd%n", &id, &end) != 1 ||
+		    de->d_name[end] != '\0')
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) <
+			    0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		u->nfiles++;
+		u->physical += (uint64_t)st.st_blocks * 512;
+		u->apparent += (uint64_t)st.st_size;
+	}
+	closedir(d);
+	return 0;
+}
+
+enum { KC_OPT_JSON = 1000, KC_OPT_WATCH, KC_OPT_COUNT };
+
+/*
+ * getopt_long over argv (argv[0] is the subcommand) with --json, --help and,
+ * when watch is set, --watch SECONDS and --count N. Returns the index of the
+ * first positional argument, or -1 after printing a usage error.
+ */
+static int kc_getopt(const char *cmd, int argc, char **argv, struct kc_opts *o,
+		     int watch)
+{
+	static const struct option all[] = {
+		{"json", no_argument, NULL, KC_OPT_JSON},
+		{"help", no_argument, NULL, 'h'},
+		{"watch", required_argument, NULL, KC_OPT_WATCH},
+		{"count", required_argument, NULL, KC_OPT_COUNT},
+		{NULL, 0, NULL, 0},
+	};
+	static const struct option basic[] = {
+		{"json", no_argument, NULL, KC_OPT_JSON},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	char *end;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", watch ? all : basic, NULL)) !=
+	       -1) {
+		switch (c) {
+		case KC_OPT_JSON:
+			o->json = 1;
+			break;
+		case 'h':
+			o->help = 1;
+			break;
+		case KC_OPT_WATCH:
+			errno = 0;
+			o->watch = strtod(optarg, &end);
+			if (errno || end == optarg || *end || o->watch < 0.1 ||
+			    o->watch > 86400) {
+				kc_err(cmd,
+				       "--watch wants a number of seconds "
+				       "from 0.1 to 86400, not '%s'",
+				       optarg);
+				return -1;
+			}
+			break;
+		case KC_OPT_COUNT:
+			errno = 0;
+			o->count = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || o->count < 1) {
+				kc_err(cmd,
+				       "--count wants a positive number, not "
+				       "'%s'",
+				       optarg);
+				return -1;
+			}
+			break;
+		case ':':
+			kc_err(cmd,
+			       "option '%s' needs a value; try 'kvfsctl %s "
+			       "--help'",
+			       argv[optind - 1], cmd);
+			return -1;
+		default:
+			kc_err(cmd,
+			       "unknown option '%s'; try 'kvfsctl %s --help'",
+			       argv[optind - 1], cmd);
+			return -1;
+		}
+	}
+	if (o->count && !o->watch) {
+		kc_err(cmd, "--count needs --watch");
+		return -1;
+	}
+	return optind;
+}
+
+/* Checks the number of positional arguments; prints a usage error. */
+int kc_nargs(const char *cmd, int have, int min, int max, const char *what)
+{
+	if (have >= min && have <= max)
+		return 0;
+	kc_err(cmd, "%s %s; try 'kvfsctl %s --help'",
+	       have < min ? "missing" : "too many arguments: expected", what,
+	       cmd);
+	return -1;
+}
+
+/*
+ * A subcommand's options, --help and argument count (min to max, named
+ * args in errors): returns the index of its first argument, KC_BEGIN_HELP
+ * once usage is printed, or -1 after an error message.
+ */
+int kc_begin(const char *cmd, int argc, char **argv, int watch,
+	     const char *usage, int min, int max, const char *args,
+	     struct kc_opts *o)
+{
+	int i = kc_getopt(cmd, argc, argv, o, watch);
+
+	if (i < 0)
+		return -1;
+	if (o->help) {
+		fputs(usage, stdout);
+		return KC_BEGIN_HELP;
+	}
+	if (kc_nargs(cmd, argc - i, min, max, args) < 0)
+		return -1;
+	return i;
+}
+/* The string value of key, "?" when absent or null. */
+const char *kc_str(const struct kc_json *j, const char *key)
+{
+	const char *v = kc_json_get(j, key);
+
+	return v ? v : "?";
+}
