@@ -25,10 +25,10 @@ static const char kc_clear_usage[] =
 	"Exit status: 0 success (also when there was nothing to clear), 2\n"
 	"usage or operational error.\n";
 
-static void kc_clear_text(const struct kc_json *resp)
+static void kc_clear_text(const struct ctlproto_json *resp)
 {
-	const char *changed = kc_json_get(resp, "changed");
-	const char *q = kc_json_get(resp, "verdict.quarantined");
+	const char *changed = ctlproto_json_get(resp, "changed");
+	const char *q = ctlproto_json_get(resp, "verdict.quarantined");
 
 	if (changed && strcmp(changed, "true") == 0)
 		printf("cleared the verdict of %s (was: %s%s); the next lookup "
@@ -48,7 +48,7 @@ int kc_clear(int argc, char **argv)
 		.usage = kc_clear_usage,
 		.args = "MOUNTPOINT|DATADIR PATH",
 		.min_args = 2,
-		.req = "clear",
+		.req = CTLPROTO_CLEAR,
 		.text = kc_clear_text,
 	};
 

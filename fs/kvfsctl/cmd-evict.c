@@ -11,11 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctlsock.h"
 #include "kc.h"
-
-/* Seconds to wait for an eviction, which unlinks blocks one by one. */
-#define KC_EVICT_TIMEOUT_S 3600
 
 static const char kc_evict_usage[] =
 	"usage: kvfsctl evict [--json] --to SIZE MOUNTPOINT|DATADIR\n"
@@ -138,7 +134,7 @@ static int kc_evict_getopt(const char *cmd, int argc, char **argv,
  * exit status: KC_EXIT_DAMAGE when the target was not reached.
  */
 static int kc_evict_report(const char *cmd, const struct kc_target *t,
-			   const struct kc_json *resp, const char *raw,
+			   const struct ctlproto_json *resp, const char *raw,
 			   int json)
 {
 	uint64_t target = 0, before = 0, after = 0, n = 0, bytes = 0, cap = 0;
@@ -146,17 +142,17 @@ static int kc_evict_report(const char *cmd, const struct kc_target *t,
 	const char *reached;
 	int ret;
 
-	if (kc_json_u64(resp, "target", &target) < 0 ||
-	    kc_json_u64(resp, "used_before", &before) < 0 ||
-	    kc_json_u64(resp, "used_after", &after) < 0 ||
-	    kc_json_u64(resp, "evicted", &n) < 0 ||
-	    kc_json_u64(resp, "evicted_bytes", &bytes) < 0) {
+	if (ctlproto_json_u64(resp, "target", &target) < 0 ||
+	    ctlproto_json_u64(resp, "used_before", &before) < 0 ||
+	    ctlproto_json_u64(resp, "used_after", &after) < 0 ||
+	    ctlproto_json_u64(resp, "evicted", &n) < 0 ||
+	    ctlproto_json_u64(resp, "evicted_bytes", &bytes) < 0) {
 		kc_err(cmd, "%s/%s: the answer lacks the eviction's numbers",
-		       t->datadir, CTLSOCK_NAME);
+		       t->datadir, CTLPROTO_SOCK_NAME);
 		return KC_EXIT_ERROR;
 	}
-	kc_json_u64(resp, "capacity", &cap);
-	reached = kc_json_get(resp, "reached");
+	ctlproto_json_u64(resp, "capacity", &cap);
+	reached = ctlproto_json_get(resp, "reached");
 	ret = reached && strcmp(reached, "true") == 0 ? KC_EXIT_OK
 						      : KC_EXIT_DAMAGE;
 	if (json) {
@@ -178,9 +174,9 @@ static int kc_evict_report(const char *cmd, const struct kc_target *t,
 int kc_evict(int argc, char **argv)
 {
 	const char *cmd = "evict", *to = NULL;
-	char arg[32], line[64], *raw = NULL;
+	char arg[32], *raw = NULL;
 	int json = 0, i, rc, ret = KC_EXIT_ERROR;
-	struct kc_json resp;
+	struct ctlproto_json resp;
 	struct kc_target t;
 
 	i = kc_evict_getopt(cmd, argc, argv, &to, &json);
@@ -210,8 +206,8 @@ int kc_evict(int argc, char **argv)
 		       t.datadir);
 		goto out_free;
 	}
-	snprintf(line, sizeof(line), "evict %s\n", arg);
-	rc = kc_request_wait(t.datadir, line, &resp, &raw, KC_EVICT_TIMEOUT_S);
+	rc = kc_request_wait(t.datadir, CTLPROTO_EVICT, arg, &resp, &raw,
+			     CTLPROTO_EVICT_TIMEOUT_S);
 	if (rc < 0) {
 		kc_request_err(cmd, &t, rc);
 		goto out_free;
@@ -220,7 +216,7 @@ int kc_evict(int argc, char **argv)
 		kc_daemon_err(cmd, "evict", &resp);
 	else
 		ret = kc_evict_report(cmd, &t, &resp, raw, json);
-	kc_json_free(&resp);
+	ctlproto_json_free(&resp);
 out_free:
 	free(raw);
 	kc_target_free(&t);

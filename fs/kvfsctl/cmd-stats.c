@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ctlproto.h"
 #include "kc.h"
 
 static const char kc_stats_usage[] =
@@ -96,26 +97,26 @@ out_nomem:
 	return -ENOMEM;
 }
 
-/* The value of kvfs_NAME; -1 when the daemon does not export it. */
-static double kc_metric(const struct kc_metrics *ms, const char *name)
+/* The value of metric m; -1 when the daemon does not export it. */
+static double kc_metric(const struct kc_metrics *ms, enum ctlproto_metric m)
 {
-	char full[128];
-
-	snprintf(full, sizeof(full), "kvfs_%s", name);
 	for (size_t i = 0; i < ms->n; i++)
-		if (strcmp(ms->m[i].name, full) == 0)
+		if (strcmp(ms->m[i].name, ctlproto_metrics[m].name) == 0)
 			return ms->m[i].v;
 	return -1;
 }
 
-/* Sum of the metrics that exist (0 when none does). */
+/* Ends a list of metrics. */
+#define KC_END CTLPROTO_NMETRICS
+
+/* Sum of the metrics of list (up to KC_END) that exist (0 when none). */
 static double kc_metric_sum(const struct kc_metrics *ms,
-			    const char *const *names)
+			    const enum ctlproto_metric *list)
 {
 	double sum = 0;
 
-	for (; *names; names++) {
-		double v = kc_metric(ms, *names);
+	for (; *list != KC_END; list++) {
+		double v = kc_metric(ms, *list);
 
 		if (v >= 0)
 			sum += v;
@@ -123,36 +124,45 @@ static double kc_metric_sum(const struct kc_metrics *ms,
 	return sum;
 }
 
-static const char *const kc_error_metrics[] = {
-	"read_short_records_total", "read_checksum_errors_total",
-	"io_errors_total",	    "lookup_probe_errors_total",
-	"capacity_enospc_total",    NULL,
+static const enum ctlproto_metric kc_error_metrics[] = {
+	CTLPROTO_M_READ_SHORT_RECORDS, CTLPROTO_M_READ_CHECKSUM_ERRORS,
+	CTLPROTO_M_IO_ERRORS,	       CTLPROTO_M_LOOKUP_PROBE_ERRORS,
+	CTLPROTO_M_CAPACITY_ENOSPC,    KC_END,
 };
 
 /* One summary value: a counter or a sum of counters. */
 struct kc_col {
 	const char *key;  /* JSON name */
 	const char *head; /* --watch column header */
-	const char *names[4];
+	enum ctlproto_metric names[3];
 	double scale; /* for --watch: 1, or 2^20 for MiB/s */
 };
 
 static const struct kc_col kc_cols[] = {
 	{"lookups",
 	 "lookup/s",
-	 {"lookup_hits_total", "lookup_misses_total"},
+	 {CTLPROTO_M_LOOKUP_HITS, CTLPROTO_M_LOOKUP_MISSES, KC_END},
 	 1},
-	{"hits", "hit/s", {"lookup_hits_total"}, 1},
-	{"misses", "miss/s", {"lookup_misses_total"}, 1},
-	{"probes", "probe/s", {"lookup_probes_total"}, 1},
-	{"coalesced", "coal/s", {"lookup_coalesced_total"}, 1},
-	{"appends", "store/s", {"store_appends_total"}, 1},
-	{"append_bytes", "stMiB/s", {"store_append_bytes_total"}, 1 << 20},
-	{"reads", "load/s", {"store_reads_total"}, 1},
-	{"read_bytes", "ldMiB/s", {"store_read_bytes_total"}, 1 << 20},
-	{"drops", "drop/s", {"dropped_total"}, 1},
-	{"quarantines", "quar/s", {"quarantined_total"}, 1},
-	{"kernel_invalidations", "inval/s", {"kernel_invalidations_total"}, 1},
+	{"hits", "hit/s", {CTLPROTO_M_LOOKUP_HITS, KC_END}, 1},
+	{"misses", "miss/s", {CTLPROTO_M_LOOKUP_MISSES, KC_END}, 1},
+	{"probes", "probe/s", {CTLPROTO_M_LOOKUP_PROBES, KC_END}, 1},
+	{"coalesced", "coal/s", {CTLPROTO_M_LOOKUP_COALESCED, KC_END}, 1},
+	{"appends", "store/s", {CTLPROTO_M_STORE_APPENDS, KC_END}, 1},
+	{"append_bytes",
+	 "stMiB/s",
+	 {CTLPROTO_M_STORE_APPEND_BYTES, KC_END},
+	 1 << 20},
+	{"reads", "load/s", {CTLPROTO_M_STORE_READS, KC_END}, 1},
+	{"read_bytes",
+	 "ldMiB/s",
+	 {CTLPROTO_M_STORE_READ_BYTES, KC_END},
+	 1 << 20},
+	{"drops", "drop/s", {CTLPROTO_M_DROPPED, KC_END}, 1},
+	{"quarantines", "quar/s", {CTLPROTO_M_QUARANTINED_TOTAL, KC_END}, 1},
+	{"kernel_invalidations",
+	 "inval/s",
+	 {CTLPROTO_M_KERNEL_INVALIDATIONS, KC_END},
+	 1},
 };
 #define KC_NCOLS (sizeof(kc_cols) / sizeof(kc_cols[0]))
 
@@ -202,47 +212,47 @@ static void kc_stats_text(const struct kc_metrics *ms)
 #define M(name) kc_metric(ms, name)
 	printf("lookups        %12.0f  hits %s, misses %s\n",
 	       kc_metric_sum(ms, kc_cols[0].names),
-	       kc_num(a, sizeof(a), M("lookup_hits_total")),
-	       kc_num(b, sizeof(b), M("lookup_misses_total")));
+	       kc_num(a, sizeof(a), M(CTLPROTO_M_LOOKUP_HITS)),
+	       kc_num(b, sizeof(b), M(CTLPROTO_M_LOOKUP_MISSES)));
 	printf("probes         %12s  names probed %s, coalesced %s, "
 	       "cancelled %s, stale results %s\n",
-	       kc_num(a, sizeof(a), M("lookup_probes_total")),
-	       kc_num(b, sizeof(b), M("lookup_batched_keys_total")),
-	       kc_num(c, sizeof(c), M("lookup_coalesced_total")),
-	       kc_num(d, sizeof(d), M("lookup_cancelled_total")),
-	       kc_num(e, sizeof(e), M("stale_results_total")));
+	       kc_num(a, sizeof(a), M(CTLPROTO_M_LOOKUP_PROBES)),
+	       kc_num(b, sizeof(b), M(CTLPROTO_M_LOOKUP_BATCHED_KEYS)),
+	       kc_num(c, sizeof(c), M(CTLPROTO_M_LOOKUP_COALESCED)),
+	       kc_num(d, sizeof(d), M(CTLPROTO_M_LOOKUP_CANCELLED)),
+	       kc_num(e, sizeof(e), M(CTLPROTO_M_STALE_RESULTS)));
 	printf("stores         %12s  appends (data and name records), %s\n",
-	       kc_num(a, sizeof(a), M("store_appends_total")),
-	       kc_size_metric(b, sizeof(b), M("store_append_bytes_total")));
+	       kc_num(a, sizeof(a), M(CTLPROTO_M_STORE_APPENDS)),
+	       kc_size_metric(b, sizeof(b), M(CTLPROTO_M_STORE_APPEND_BYTES)));
 	printf("loads          %12s  reads from data files, %s\n",
-	       kc_num(a, sizeof(a), M("store_reads_total")),
-	       kc_size_metric(b, sizeof(b), M("store_read_bytes_total")));
+	       kc_num(a, sizeof(a), M(CTLPROTO_M_STORE_READS)),
+	       kc_size_metric(b, sizeof(b), M(CTLPROTO_M_STORE_READ_BYTES)));
 	printf("frees          %12s  records punched; data files removed "
 	       "%s\n",
-	       kc_num(a, sizeof(a), M("store_frees_total")),
-	       kc_num(b, sizeof(b), M("store_files_removed_total")));
+	       kc_num(a, sizeof(a), M(CTLPROTO_M_STORE_FREES)),
+	       kc_num(b, sizeof(b), M(CTLPROTO_M_STORE_FILES_REMOVED)));
 	printf("drops          %12s  provably short blocks removed\n",
-	       kc_num(a, sizeof(a), M("dropped_total")));
+	       kc_num(a, sizeof(a), M(CTLPROTO_M_DROPPED)));
 	printf("quarantines    %12s  quarantined now %s, marked misses %s\n",
-	       kc_num(a, sizeof(a), M("quarantined_total")),
-	       kc_num(b, sizeof(b), M("quarantined")),
-	       kc_num(c, sizeof(c), M("marked_misses_total")));
+	       kc_num(a, sizeof(a), M(CTLPROTO_M_QUARANTINED_TOTAL)),
+	       kc_num(b, sizeof(b), M(CTLPROTO_M_QUARANTINED)),
+	       kc_num(c, sizeof(c), M(CTLPROTO_M_MARKED_MISSES)));
 	printf("invalidations  %12s  kernel entries and inodes\n",
-	       kc_num(a, sizeof(a), M("kernel_invalidations_total")));
-	if (M("evicted_total") >= 0)
+	       kc_num(a, sizeof(a), M(CTLPROTO_M_KERNEL_INVALIDATIONS)));
+	if (M(CTLPROTO_M_EVICTED) >= 0)
 		printf("evictions      %12s  blocks evicted for capacity\n",
-		       kc_num(a, sizeof(a), M("evicted_total")));
+		       kc_num(a, sizeof(a), M(CTLPROTO_M_EVICTED)));
 	printf("errors         %12.0f  short records %s, checksum %s, I/O "
 	       "%s, probe %s, no space %s\n",
 	       kc_metric_sum(ms, kc_error_metrics),
-	       kc_num(a, sizeof(a), M("read_short_records_total")),
-	       kc_num(b, sizeof(b), M("read_checksum_errors_total")),
-	       kc_num(c, sizeof(c), M("io_errors_total")),
-	       kc_num(d, sizeof(d), M("lookup_probe_errors_total")),
-	       kc_num(f, sizeof(f), M("capacity_enospc_total")));
+	       kc_num(a, sizeof(a), M(CTLPROTO_M_READ_SHORT_RECORDS)),
+	       kc_num(b, sizeof(b), M(CTLPROTO_M_READ_CHECKSUM_ERRORS)),
+	       kc_num(c, sizeof(c), M(CTLPROTO_M_IO_ERRORS)),
+	       kc_num(d, sizeof(d), M(CTLPROTO_M_LOOKUP_PROBE_ERRORS)),
+	       kc_num(f, sizeof(f), M(CTLPROTO_M_CAPACITY_ENOSPC)));
 	printf("verdicts       %12s  held; %s lookups parked\n",
-	       kc_num(a, sizeof(a), M("verdicts")),
-	       kc_num(b, sizeof(b), M("lookups_parked")));
+	       kc_num(a, sizeof(a), M(CTLPROTO_M_VERDICTS)),
+	       kc_num(b, sizeof(b), M(CTLPROTO_M_LOOKUPS_PARKED)));
 #undef M
 }
 

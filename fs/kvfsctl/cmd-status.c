@@ -88,35 +88,35 @@ static void kc_status_offline(const struct kc_target *t, struct kc_status *s)
 
 static void kc_status_live(const struct kc_target *t, struct kc_status *s)
 {
-	const struct kc_json *j = &t->status;
-	struct kc_json resp;
+	const struct ctlproto_json *j = &t->status;
+	struct ctlproto_json resp;
 	int rc;
 
-	s->version = kc_json_get(j, "version");
-	kc_json_u64(j, "uptime_seconds", &s->uptime);
-	kc_json_u64(j, "bytes", &s->stored);
-	kc_json_u64(j, "inodes", &s->inodes);
-	kc_json_u64(j, "dirty_bytes", &s->dirty);
-	kc_json_u64(j, "dirty_limit", &s->dirty_limit);
-	kc_json_u64(j, "verdicts", &s->verdicts);
-	kc_json_u64(j, "quarantined", &s->quarantined);
-	kc_json_u64(j, "capacity", &s->capacity);
-	kc_json_u64(j, "used", &s->used);
+	s->version = ctlproto_json_get(j, "version");
+	ctlproto_json_u64(j, "uptime_seconds", &s->uptime);
+	ctlproto_json_u64(j, "bytes", &s->stored);
+	ctlproto_json_u64(j, "inodes", &s->inodes);
+	ctlproto_json_u64(j, "dirty_bytes", &s->dirty);
+	ctlproto_json_u64(j, "dirty_limit", &s->dirty_limit);
+	ctlproto_json_u64(j, "verdicts", &s->verdicts);
+	ctlproto_json_u64(j, "quarantined", &s->quarantined);
+	ctlproto_json_u64(j, "capacity", &s->capacity);
+	ctlproto_json_u64(j, "used", &s->used);
 	/* Counting blocks scans the index: the daemon does it on request. */
-	rc = kc_request(t->datadir, "status\n", &resp, NULL);
+	rc = kc_request(t->datadir, CTLPROTO_STATUS, NULL, &resp, NULL);
 	if (rc < 0) {
 		s->count_err = "the control socket does not answer";
 		return;
 	}
 	if (rc == 0) {
-		kc_json_u64(&resp, "files", &s->blocks);
-		kc_json_u64(&resp, "directories", &s->dirs);
-		kc_json_u64(&resp, "others", &s->others);
-		kc_json_u64(&resp, "orphans", &s->orphans);
+		ctlproto_json_u64(&resp, "files", &s->blocks);
+		ctlproto_json_u64(&resp, "directories", &s->dirs);
+		ctlproto_json_u64(&resp, "others", &s->others);
+		ctlproto_json_u64(&resp, "orphans", &s->orphans);
 	}
 	if (s->blocks == KC_UNKNOWN)
 		s->count_err = "the daemon could not count them";
-	kc_json_free(&resp);
+	ctlproto_json_free(&resp);
 }
 
 /* Prints v as a JSON number, or null when unknown. */

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctlsock.h"
 #include "kc.h"
 
 static const char kc_verdicts_usage[] =
@@ -29,47 +28,47 @@ static const char kc_verdicts_usage[] =
 	"Exit status: 0 success, 2 usage or operational error (not mounted, a\n"
 	"directory on the way to PATH does not exist, ...).\n";
 
-static void kc_verdict_text(const struct kc_json *r)
+static void kc_verdict_text(const struct ctlproto_json *r)
 {
 	const char *v;
 	uint64_t n, m;
 
 	printf("path       %s (parent inode ", kc_str(r, "path"));
-	if (kc_json_u64(r, "parent", &n) == 0)
+	if (ctlproto_json_u64(r, "parent", &n) == 0)
 		printf("%llu", (unsigned long long)n);
 	printf(", name \"%s\")\n", kc_str(r, "name"));
-	v = kc_json_get(r, "index.exists");
+	v = ctlproto_json_get(r, "index.exists");
 	if (v && strcmp(v, "true") == 0 &&
-	    kc_json_u64(r, "index.ino", &n) == 0 &&
-	    kc_json_u64(r, "index.size", &m) == 0)
+	    ctlproto_json_u64(r, "index.ino", &n) == 0 &&
+	    ctlproto_json_u64(r, "index.size", &m) == 0)
 		printf("index      exists: inode %llu, %llu bytes\n",
 		       (unsigned long long)n, (unsigned long long)m);
 	else
 		printf("index      no such name\n");
-	if (!kc_json_get(r, "verdict.phase")) {
+	if (!ctlproto_json_get(r, "verdict.phase")) {
 		printf("verdict    none held (the next lookup asks the "
 		       "index)\n");
 		return;
 	}
 	printf("verdict    %s, %s", kc_str(r, "verdict.phase"),
 	       kc_str(r, "verdict.result"));
-	v = kc_json_get(r, "verdict.quarantined");
+	v = ctlproto_json_get(r, "verdict.quarantined");
 	if (v && strcmp(v, "true") == 0)
 		printf(", quarantined (data kept; lift with kvfsctl clear)");
-	if (kc_json_u64(r, "verdict.ino", &n) == 0 && n)
+	if (ctlproto_json_u64(r, "verdict.ino", &n) == 0 && n)
 		printf(", inode %llu", (unsigned long long)n);
 	printf("\n");
-	if (kc_json_u64(r, "verdict.generation", &n) == 0)
+	if (ctlproto_json_u64(r, "verdict.generation", &n) == 0)
 		printf("generation %llu\n", (unsigned long long)n);
-	if (kc_json_u64(r, "verdict.waiters", &n) == 0 &&
-	    kc_json_u64(r, "verdict.holders", &m) == 0)
+	if (ctlproto_json_u64(r, "verdict.waiters", &n) == 0 &&
+	    ctlproto_json_u64(r, "verdict.holders", &m) == 0)
 		printf("waiters    %llu parked lookups, %llu request holders\n",
 		       (unsigned long long)n, (unsigned long long)m);
 }
 
-static void kc_totals_text(const struct kc_json *r)
+static void kc_totals_text(const struct ctlproto_json *r)
 {
-#define U(k) (kc_json_u64(r, k, &v) == 0 ? (unsigned long long)v : 0ull)
+#define U(k) (ctlproto_json_u64(r, k, &v) == 0 ? (unsigned long long)v : 0ull)
 	uint64_t v;
 
 	printf("verdicts      %llu held: %llu pending, %llu quarantined; "
@@ -87,41 +86,13 @@ static void kc_totals_text(const struct kc_json *r)
 #undef U
 }
 
-/*
- * The request line about PATH, relative to the mount: "REQ ENCODED\n",
- * malloc'd into *line (*rel gets the path as shown). -1 after saying what
- * is wrong.
- */
-static int kc_path_line(const char *cmd, const char *req,
-			const struct kc_target *t, const char *path,
-			char **line, char **rel)
-{
-	char *enc;
-
-	*rel = kc_mount_rel(t, path);
-	enc = *rel ? kc_encode(*rel) : NULL;
-	*line = enc ? malloc(strlen(enc) + 16) : NULL;
-	if (!*line) {
-		kc_err(cmd, "%s", strerror(ENOMEM));
-		free(enc);
-		return -1;
-	}
-	sprintf(*line, "%s %s\n", req, enc);
-	free(enc);
-	if (strlen(*line) > CTLSOCK_LINE_MAX) {
-		kc_err(cmd, "PATH is too long");
-		return -1;
-	}
-	return 0;
-}
-
 int kc_path_cmd_run(const struct kc_path_cmd *pc, int argc, char **argv)
 {
 	const char *cmd = pc->name;
-	struct kc_json resp;
+	struct ctlproto_json resp;
 	struct kc_target t;
 	struct kc_opts o;
-	char *line = NULL, *raw = NULL, *rel = NULL;
+	char *raw = NULL, *rel = NULL;
 	int i, rc, ret = KC_EXIT_ERROR;
 
 	i = kc_begin(cmd, argc, argv, 0, pc->usage, pc->min_args, 2, pc->args,
@@ -136,17 +107,29 @@ int kc_path_cmd_run(const struct kc_path_cmd *pc, int argc, char **argv)
 		return KC_EXIT_ERROR;
 	if (kc_need_mounted(cmd, &t) < 0)
 		goto out_free;
-	if (argc - i == 2 &&
-	    kc_path_line(cmd, pc->req, &t, argv[i + 1], &line, &rel) < 0)
+	if (argc - i == 2) {
+		rel = kc_mount_rel(&t, argv[i + 1]);
+		if (!rel) {
+			kc_err(cmd, "%s", strerror(ENOMEM));
+			goto out_free;
+		}
+	}
+	if (rel)
+		rc = kc_request(t.datadir, pc->req, rel, &resp, &raw);
+	else
+		rc = kc_request(t.datadir, CTLPROTO_VERDICTS, NULL, &resp,
+				&raw);
+	if (rc == -EMSGSIZE) {
+		kc_err(cmd, "PATH is too long");
 		goto out_free;
-	rc = kc_request(t.datadir, line ? line : "verdicts\n", &resp, &raw);
+	}
 	if (rc < 0) {
 		kc_request_err(cmd, &t, rc);
 		goto out_free;
 	}
 	if (rc == 1) {
 		kc_daemon_err(cmd, rel ? rel : "verdicts", &resp);
-		kc_json_free(&resp);
+		ctlproto_json_free(&resp);
 		goto out_free;
 	}
 	if (o.json)
@@ -155,11 +138,10 @@ int kc_path_cmd_run(const struct kc_path_cmd *pc, int argc, char **argv)
 		kc_totals_text(&resp);
 	else
 		pc->text(&resp);
-	kc_json_free(&resp);
+	ctlproto_json_free(&resp);
 	ret = KC_EXIT_OK;
 out_free:
 	free(raw);
-	free(line);
 	free(rel);
 	kc_target_free(&t);
 	return ret;
@@ -172,7 +154,7 @@ int kc_verdicts(int argc, char **argv)
 		.usage = kc_verdicts_usage,
 		.args = "MOUNTPOINT|DATADIR [PATH]",
 		.min_args = 1,
-		.req = "verdict",
+		.req = CTLPROTO_VERDICT,
 		.text = kc_verdict_text,
 	};
 

@@ -31,14 +31,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ctlsock.h"
-
 /* statfs(2) f_type of every FUSE file system. */
 #define KC_FUSE_MAGIC 0x65735546
 /* Largest control file or socket response read. */
 #define KC_READ_MAX (16u << 20)
-/* Seconds to wait for the daemon's answer on the control socket. */
-#define KC_SOCK_TIMEOUT_S 60
 
 void kc_err(const char *cmd, const char *fmt, ...)
 {
@@ -84,321 +80,6 @@ const char *kc_size(char *buf, size_t len, uint64_t bytes)
 	}
 	snprintf(buf, len, v < 10 ? "%.2f %s" : "%.1f %s", v, unit[u]);
 	return buf;
-}
-
-/*
- * JSON, as much as kvfs writes: one object of strings, numbers, booleans,
- * null, nested objects and arrays, flattened into "a.b" / "a.0" keys.
- */
-struct kc_parser {
-	const char *p;
-	struct kc_json *j;
-};
-
-#define KC_JSON_DEPTH 8
-
-static void kc_ws(struct kc_parser *ps)
-{
-	while (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' ||
-	       *ps->p == '\r')
-		ps->p++;
-}
-
-/* Adds key = val; takes ownership of val (also on failure). */
-static int kc_json_add(struct kc_json *j, const char *key, char *val,
-		       int is_str)
-{
-	char *k = strdup(key);
-
-	if (!k)
-		goto out_nomem;
-	if (j->n == j->cap) {
-		size_t cap = j->cap ? 2 * j->cap : 32;
-		struct kc_kv *v = realloc(j->v, cap * sizeof(*v));
-
-		if (!v)
-			goto out_nomem;
-		j->v = v;
-		j->cap = cap;
-	}
-	j->v[j->n++] = (struct kc_kv){.key = k, .val = val, .is_str = is_str};
-	return 0;
-out_nomem:
-	free(k);
-	free(val);
-	return -ENOMEM;
-}
-
-static int kc_hex4(const char *p, unsigned *out)
-{
-	unsigned v = 0;
-
-	for (int i = 0; i < 4; i++) {
-		char c = p[i];
-
-		v <<= 4;
-		if (c >= '0' && c <= '9')
-			v |= (unsigned)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v |= (unsigned)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			v |= (unsigned)(c - 'A' + 10);
-		else
-			return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
-/* Appends code point cp as UTF-8 at q; returns the new end. */
-static char *kc_utf8(char *q, unsigned cp)
-{
-	if (cp < 0x80) {
-		*q++ = (char)cp;
-	} else if (cp < 0x800) {
-		*q++ = (char)(0xc0 | cp >> 6);
-		*q++ = (char)(0x80 | (cp & 0x3f));
-	} else if (cp < 0x10000) {
-		*q++ = (char)(0xe0 | cp >> 12);
-		*q++ = (char)(0x80 | (cp >> 6 & 0x3f));
-		*q++ = (char)(0x80 | (cp & 0x3f));
-	} else {
-		*q++ = (char)(0xf0 | cp >> 18);
-		*q++ = (char)(0x80 | (cp >> 12 & 0x3f));
-		*q++ = (char)(0x80 | (cp >> 6 & 0x3f));
-		*q++ = (char)(0x80 | (cp & 0x3f));
-	}
-	return q;
-}
-
-/* A string literal at ps->p; *out is malloc'd and decoded. */
-static int kc_parse_string(struct kc_parser *ps, char **out)
-{
-	const char *p = ps->p + 1, *e = p;
-	char *s, *q;
-
-	if (*ps->p != '"')
-		return -EINVAL;
-	/* The decoded text is never longer than the literal. */
-	while (*e && *e != '"')
-		e += *e == '\\' && e[1] ? 2 : 1;
-	if (*e != '"')
-		return -EINVAL;
-	s = q = malloc((size_t)(e - p) + 1);
-	if (!s)
-		return -ENOMEM;
-	while (p < e) {
-		unsigned cp, lo;
-
-		if (*p != '\\') {
-			*q++ = *p++;
-			continue;
-		}
-		p++;
-		switch (*p++) {
-		case '"':
-			*q++ = '"';
-			break;
-		case '\\':
-			*q++ = '\\';
-			break;
-		case '/':
-			*q++ = '/';
-			break;
-		case 'b':
-			*q++ = '\b';
-			break;
-		case 'f':
-			*q++ = '\f';
-			break;
-		case 'n':
-			*q++ = '\n';
-			break;
-		case 'r':
-			*q++ = '\r';
-			break;
-		case 't':
-			*q++ = '\t';
-			break;
-		case 'u':
-			if (p + 4 > e || kc_hex4(p, &cp) < 0)
-				goto out_bad;
-			p += 4;
-			if (cp >= 0xd800 && cp < 0xdc00 && p + 6 <= e &&
-			    p[0] == '\\' && p[1] == 'u' &&
-			    kc_hex4(p + 2, &lo) == 0 && lo >= 0xdc00 &&
-			    lo < 0xe000) {
-				cp = 0x10000 + ((cp - 0xd800) << 10) +
-				     (lo - 0xdc00);
-				p += 6;
-			}
-			if (cp == 0)
-				goto out_bad;
-			q = kc_utf8(q, cp);
-			break;
-		default:
-			goto out_bad;
-		}
-	}
-	*q = '\0';
-	ps->p = e + 1;
-	*out = s;
-	return 0;
-out_bad:
-	free(s);
-	return -EINVAL;
-}
-
-static int kc_parse_value(struct kc_parser *ps, const char *key, int depth);
-
-/* An object or array at ps->p; members get keys "prefix.name". */
-static int kc_parse_container(struct kc_parser *ps, const char *prefix,
-			      int depth)
-{
-	char close = *ps->p == '{' ? '}' : ']';
-	size_t index = 0;
-	int rc;
-
-	if (depth > KC_JSON_DEPTH)
-		return -EINVAL;
-	ps->p++;
-	kc_ws(ps);
-	if (*ps->p == close) {
-		ps->p++;
-		return 0;
-	}
-	for (;;) {
-		char *name = NULL, *key;
-		char num[32];
-		size_t klen;
-
-		kc_ws(ps);
-		if (close == '}') {
-			rc = kc_parse_string(ps, &name);
-			if (rc < 0)
-				return rc;
-			kc_ws(ps);
-			if (*ps->p != ':') {
-				free(name);
-				return -EINVAL;
-			}
-			ps->p++;
-		} else {
-			snprintf(num, sizeof(num), "%zu", index++);
-		}
-		klen = strlen(prefix) + 1 + strlen(name ? name : num) + 1;
-		key = malloc(klen);
-		if (!key) {
-			free(name);
-			return -ENOMEM;
-		}
-		snprintf(key, klen, "%s%s%s", prefix, *prefix ? "." : "",
-			 name ? name : num);
-		free(name);
-		rc = kc_parse_value(ps, key, depth + 1);
-		free(key);
-		if (rc < 0)
-			return rc;
-		kc_ws(ps);
-		if (*ps->p == ',') {
-			ps->p++;
-			continue;
-		}
-		if (*ps->p != close)
-			return -EINVAL;
-		ps->p++;
-		return 0;
-	}
-}
-
-static int kc_parse_value(struct kc_parser *ps, const char *key, int depth)
-{
-	const char *start;
-	char *val;
-	int rc;
-
-	kc_ws(ps);
-	switch (*ps->p) {
-	case '{':
-	case '[':
-		return kc_parse_container(ps, key, depth);
-	case '"':
-		rc = kc_parse_string(ps, &val);
-		return rc < 0 ? rc : kc_json_add(ps->j, key, val, 1);
-	case 'n':
-		if (strncmp(ps->p, "null", 4) != 0)
-			return -EINVAL;
-		ps->p += 4;
-		return kc_json_add(ps->j, key, NULL, 0);
-	default:
-		break;
-	}
-	start = ps->p;
-	while (*ps->p && strchr("+-0123456789.eEtruefals", *ps->p))
-		ps->p++;
-	if (ps->p == start)
-		return -EINVAL;
-	val = strndup(start, (size_t)(ps->p - start));
-	if (!val)
-		return -ENOMEM;
-	return kc_json_add(ps->j, key, val, 0);
-}
-
-int kc_json_parse(const char *text, struct kc_json *out)
-{
-	struct kc_parser ps = {.p = text, .j = out};
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	kc_ws(&ps);
-	if (*ps.p != '{')
-		return -EINVAL;
-	rc = kc_parse_container(&ps, "", 0);
-	if (rc == 0) {
-		kc_ws(&ps);
-		if (*ps.p)
-			rc = -EINVAL;
-	}
-	if (rc < 0)
-		kc_json_free(out);
-	return rc;
-}
-
-void kc_json_free(struct kc_json *j)
-{
-	for (size_t i = 0; i < j->n; i++) {
-		free(j->v[i].key);
-		free(j->v[i].val);
-	}
-	free(j->v);
-	memset(j, 0, sizeof(*j));
-}
-
-const char *kc_json_get(const struct kc_json *j, const char *key)
-{
-	for (size_t i = 0; i < j->n; i++)
-		if (strcmp(j->v[i].key, key) == 0)
-			return j->v[i].val;
-	return NULL;
-}
-
-int kc_json_u64(const struct kc_json *j, const char *key, uint64_t *out)
-{
-	const char *v = NULL;
-	char *end;
-	unsigned long long n;
-
-	for (size_t i = 0; i < j->n; i++)
-		if (strcmp(j->v[i].key, key) == 0 && !j->v[i].is_str)
-			v = j->v[i].val;
-	if (!v || *v < '0' || *v > '9')
-		return -ENOENT;
-	errno = 0;
-	n = strtoull(v, &end, 10);
-	if (errno || *end)
-		return -ENOENT;
-	*out = n;
-	return 0;
 }
 
 /*
@@ -465,14 +146,14 @@ static int kc_sock_connect(const char *datadir, int timeout_s)
 	int fd, dfd = -1, n, rc;
 
 	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", datadir,
-		     CTLSOCK_NAME);
+		     CTLPROTO_SOCK_NAME);
 	if (n < 0 || (size_t)n >= sizeof(sa.sun_path)) {
 		/* Too long for sun_path: go through the directory's fd. */
 		dfd = open(datadir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (dfd < 0)
 			return -errno;
 		snprintf(sa.sun_path, sizeof(sa.sun_path),
-			 "/proc/self/fd/%d/%s", dfd, CTLSOCK_NAME);
+			 "/proc/self/fd/%d/%s", dfd, CTLPROTO_SOCK_NAME);
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
@@ -493,75 +174,68 @@ out_close_dir:
 	return rc;
 }
 
-/*
- * One request on DATADIR's control socket, waiting at most timeout_s
- * seconds for the answer. Returns 0 with *resp the daemon's answer (ok
- * true), 1 with *resp its error (ok false), or -errno when there was no
- * answer. *raw, when not NULL, gets the response text.
- */
-int kc_request_wait(const char *datadir, const char *line, struct kc_json *resp,
-		    char **raw, int timeout_s)
+/* Reads until the daemon closes: *buf malloc'd, NUL-terminated; -errno. */
+static int kc_recv_all(int fd, char **buf)
 {
-	size_t len = 0, cap = 4096, llen = strlen(line);
-	char *buf = NULL;
-	const char *ok;
-	int fd, rc;
+	size_t len = 0, cap = 4096;
+	char *b = malloc(cap);
 
-	fd = kc_sock_connect(datadir, timeout_s);
-	if (fd < 0)
-		return fd;
-	while (len < llen) {
-		ssize_t n = send(fd, line + len, llen - len, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = -errno;
-			goto out_close;
-		}
-		len += (size_t)n;
-	}
-	shutdown(fd, SHUT_WR);
-	len = 0;
-	buf = malloc(cap);
-	if (!buf) {
-		rc = -ENOMEM;
-		goto out_close;
-	}
+	if (!b)
+		return -ENOMEM;
 	for (;;) {
 		ssize_t n;
 
 		if (len + 1 == cap) {
-			char *nb = cap < KC_READ_MAX ? realloc(buf, 2 * cap)
-						     : NULL;
+			char *nb =
+				cap < KC_READ_MAX ? realloc(b, 2 * cap) : NULL;
 
 			if (!nb) {
-				rc = -EFBIG;
-				goto out_close;
+				free(b);
+				return -EFBIG;
 			}
-			buf = nb;
+			b = nb;
 			cap *= 2;
 		}
-		n = recv(fd, buf + len, cap - 1 - len, 0);
+		n = recv(fd, b + len, cap - 1 - len, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			rc = errno == EAGAIN ? -ETIMEDOUT : -errno;
-			goto out_close;
+			free(b);
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
 		}
 		if (n == 0)
 			break;
 		len += (size_t)n;
 	}
-	buf[len] = '\0';
-	rc = kc_json_parse(buf, resp);
-	if (rc < 0) {
-		rc = -EBADMSG;
-		goto out_close;
+	b[len] = '\0';
+	*buf = b;
+	return 0;
+}
+
+int kc_request_wait(const char *datadir, enum ctlproto_cmd cmd, const char *arg,
+		    struct ctlproto_json *resp, char **raw, int timeout_s)
+{
+	char *line, *buf = NULL;
+	int fd, rc;
+
+	rc = ctlproto_request(cmd, arg, &line);
+	if (rc < 0)
+		return rc;
+	fd = kc_sock_connect(datadir, timeout_s);
+	if (fd < 0) {
+		free(line);
+		return fd;
 	}
-	ok = kc_json_get(resp, "ok");
-	rc = ok && strcmp(ok, "true") == 0 ? 0 : 1;
-	if (raw) {
+	rc = ctlproto_send_all(fd, line, strlen(line));
+	free(line);
+	if (rc < 0)
+		goto out_close;
+	shutdown(fd, SHUT_WR);
+	rc = kc_recv_all(fd, &buf);
+	if (rc < 0)
+		goto out_close;
+	rc = ctlproto_response_parse(buf, resp);
+	if (rc >= 0 && raw) {
 		*raw = buf;
 		buf = NULL;
 	}
@@ -571,11 +245,11 @@ out_close:
 	return rc;
 }
 
-/* kc_request_wait() with the usual timeout. */
-int kc_request(const char *datadir, const char *line, struct kc_json *resp,
-	       char **raw)
+int kc_request(const char *datadir, enum ctlproto_cmd cmd, const char *arg,
+	       struct ctlproto_json *resp, char **raw)
 {
-	return kc_request_wait(datadir, line, resp, raw, KC_SOCK_TIMEOUT_S);
+	return kc_request_wait(datadir, cmd, arg, resp, raw,
+			       CTLPROTO_REPLY_TIMEOUT_S);
 }
 
 /* Prints the reason a request got no answer. */
@@ -585,21 +259,21 @@ void kc_request_err(const char *cmd, const struct kc_target *t, int rc)
 		kc_err(cmd,
 		       "%s/%s does not answer (%s): is kvfs running, and did "
 		       "it log that it could not create its control socket?",
-		       t->datadir, CTLSOCK_NAME, strerror(-rc));
+		       t->datadir, CTLPROTO_SOCK_NAME, strerror(-rc));
 	else if (rc == -EBADMSG)
 		kc_err(cmd, "%s/%s sent an answer that is not JSON", t->datadir,
-		       CTLSOCK_NAME);
+		       CTLPROTO_SOCK_NAME);
 	else
-		kc_err(cmd, "%s/%s: %s", t->datadir, CTLSOCK_NAME,
+		kc_err(cmd, "%s/%s: %s", t->datadir, CTLPROTO_SOCK_NAME,
 		       strerror(-rc));
 }
 
 /* Prints the error the daemon answered. */
 void kc_daemon_err(const char *cmd, const char *what,
-		   const struct kc_json *resp)
+		   const struct ctlproto_json *resp)
 {
-	const char *msg = kc_json_get(resp, "message");
-	const char *err = kc_json_get(resp, "error");
+	const char *msg = ctlproto_json_get(resp, "message");
+	const char *err = ctlproto_json_get(resp, "error");
 
 	kc_err(cmd, "%s: %s (%s)", what, msg ? msg : "failed", err ? err : "?");
 }
@@ -651,10 +325,10 @@ static int kc_status_file(struct kc_target *t)
 	rc = kc_read_file(path, &text);
 	if (rc < 0)
 		return rc;
-	rc = kc_json_parse(text, &t->status);
+	rc = ctlproto_json_parse(text, &t->status);
 	free(text);
-	if (rc == 0 && !kc_json_get(&t->status, "datadir")) {
-		kc_json_free(&t->status);
+	if (rc == 0 && !ctlproto_json_get(&t->status, "datadir")) {
+		ctlproto_json_free(&t->status);
 		rc = -EINVAL;
 	}
 	return rc;
@@ -662,7 +336,7 @@ static int kc_status_file(struct kc_target *t)
 
 int kc_target_open(const char *cmd, const char *arg, struct kc_target *t)
 {
-	struct kc_json info;
+	struct ctlproto_json info;
 	struct statfs sf;
 	struct stat st;
 	uint64_t pid;
@@ -703,12 +377,12 @@ int kc_target_open(const char *cmd, const char *arg, struct kc_target *t)
 			       arg, t->path, strerror(-rc));
 			goto out_free;
 		}
-		t->datadir = strdup(kc_json_get(&t->status, "datadir"));
+		t->datadir = strdup(ctlproto_json_get(&t->status, "datadir"));
 		if (!t->datadir) {
 			rc = -ENOMEM;
 			goto out_free;
 		}
-		if (kc_json_u64(&t->status, "pid", &pid) == 0)
+		if (ctlproto_json_u64(&t->status, "pid", &pid) == 0)
 			t->pid = (long)pid;
 		t->mounted = 1;
 		t->given_mount = 1;
@@ -730,15 +404,15 @@ int kc_target_open(const char *cmd, const char *arg, struct kc_target *t)
 		goto out_free;
 	}
 	/* A data directory: ask its daemon, if any, where it is mounted. */
-	rc = kc_request(t->datadir, "info\n", &info, NULL);
+	rc = kc_request(t->datadir, CTLPROTO_INFO, NULL, &info, NULL);
 	if (rc == 0) {
-		const char *mnt = kc_json_get(&info, "mountpoint");
+		const char *mnt = ctlproto_json_get(&info, "mountpoint");
 
-		if (kc_json_u64(&info, "pid", &pid) == 0)
+		if (ctlproto_json_u64(&info, "pid", &pid) == 0)
 			t->pid = (long)pid;
 		t->mounted = 1;
 		t->mountpoint = mnt ? strdup(mnt) : NULL;
-		kc_json_free(&info);
+		ctlproto_json_free(&info);
 		if (t->mountpoint && kc_status_file(t) < 0) {
 			free(t->mountpoint);
 			t->mountpoint = NULL;
@@ -746,7 +420,7 @@ int kc_target_open(const char *cmd, const char *arg, struct kc_target *t)
 		return 0;
 	}
 	if (rc == 1)
-		kc_json_free(&info);
+		ctlproto_json_free(&info);
 	rc = kc_lock_probe(t->datadir, &t->pid);
 	if (rc < 0) {
 		kc_err(cmd, "%s/kvfs.lock: %s", t->datadir, strerror(-rc));
@@ -764,7 +438,7 @@ void kc_target_free(struct kc_target *t)
 	free(t->path);
 	free(t->datadir);
 	free(t->mountpoint);
-	kc_json_free(&t->status);
+	ctlproto_json_free(&t->status);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -782,23 +456,6 @@ int kc_need_mounted(const char *cmd, const struct kc_target *t)
 		return -ENOTCONN;
 	}
 	return 0;
-}
-
-/* Percent-encodes path for a request line (see ctlsock.h). */
-char *kc_encode(const char *path)
-{
-	char *out = malloc(3 * strlen(path) + 1), *q = out;
-
-	if (!out)
-		return NULL;
-	for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
-		if (*p > 0x20 && *p < 0x7f && *p != '%')
-			*q++ = (char)*p;
-		else
-			q += sprintf(q, "%%%02X", *p);
-	}
-	*q = '\0';
-	return out;
 }
 
 /*
@@ -965,9 +622,9 @@ int kc_begin(const char *cmd, int argc, char **argv, int watch,
 	return i;
 }
 /* The string value of key, "?" when absent or null. */
-const char *kc_str(const struct kc_json *j, const char *key)
+const char *kc_str(const struct ctlproto_json *j, const char *key)
 {
-	const char *v = kc_json_get(j, key);
+	const char *v = ctlproto_json_get(j, key);
 
 	return v ? v : "?";
 }

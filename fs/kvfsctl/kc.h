@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ctlproto.h"
+
 struct store_hdr;
 
 /* Exit statuses, as kvfsctl(8) states them. */
@@ -28,35 +30,15 @@ struct store_hdr;
 #define KC_EXIT_DAMAGE 1 /* fsck found damage */
 #define KC_EXIT_ERROR 2	 /* usage or operational error */
 
-/* A parsed JSON object, flattened: nested keys are joined with '.'. */
-struct kc_kv {
-	char *key;
-	char *val; /* decoded string, number text, "true"/"false"; NULL: null */
-	int is_str;
-};
-struct kc_json {
-	struct kc_kv *v;
-	size_t n;
-	size_t cap;
-};
-
-/* Parses one JSON object; 0 or -EINVAL/-ENOMEM. Free with kc_json_free(). */
-int kc_json_parse(const char *text, struct kc_json *out);
-void kc_json_free(struct kc_json *j);
-/* The value of key, NULL when absent or null. Borrowed from j. */
-const char *kc_json_get(const struct kc_json *j, const char *key);
-/* The value of key as a number: 0, or -ENOENT when absent, null or not one. */
-int kc_json_u64(const struct kc_json *j, const char *key, uint64_t *out);
-
 /* What a MOUNTPOINT|DATADIR argument turned out to be. */
 struct kc_target {
-	char *path;	       /* the argument, resolved (realpath) */
-	char *datadir;	       /* the data directory (realpath) */
-	char *mountpoint;      /* where it is mounted; NULL if not or unknown */
-	int mounted;	       /* a kvfs daemon serves datadir */
-	int given_mount;       /* the argument was the mount point */
-	long pid;	       /* the daemon's process ID, 0 if unknown */
-	struct kc_json status; /* MOUNTPOINT/.kvfs/status when mounted */
+	char *path;	  /* the argument, resolved (realpath) */
+	char *datadir;	  /* the data directory (realpath) */
+	char *mountpoint; /* where it is mounted; NULL if not or unknown */
+	int mounted;	  /* a kvfs daemon serves datadir */
+	int given_mount;  /* the argument was the mount point */
+	long pid;	  /* the daemon's process ID, 0 if unknown */
+	struct ctlproto_json status; /* MOUNTPOINT/.kvfs/status when mounted */
 };
 
 /*
@@ -161,29 +143,29 @@ int kc_exists(const char *dir, const char *name, mode_t type);
 int kc_read_file(const char *path, char **buf);
 
 /*
- * One request line on DATADIR's control socket, waiting at most timeout_s
- * seconds for the answer. Returns 0 with *resp the daemon's answer (ok
- * true), 1 with *resp its error (ok false), or -errno when there was no
- * answer (nothing to free then). *raw, when not NULL, gets the response
- * text (malloc'd) on 0 and 1.
+ * One request (ctlproto.h: cmd, and arg for the commands that take one)
+ * on DATADIR's control socket, waiting at most timeout_s seconds for the
+ * answer. Returns 0 with *resp the daemon's answer (ok true), 1 with *resp
+ * its error (ok false), or -errno when there was no answer (nothing to
+ * free then; -EMSGSIZE: arg makes the line too long, -EBADMSG: the answer
+ * is not a response). *raw, when not NULL, gets the response text
+ * (malloc'd) on 0 and 1.
  */
-int kc_request_wait(const char *datadir, const char *line, struct kc_json *resp,
-		    char **raw, int timeout_s);
+int kc_request_wait(const char *datadir, enum ctlproto_cmd cmd, const char *arg,
+		    struct ctlproto_json *resp, char **raw, int timeout_s);
 /* kc_request_wait() with the usual timeout. */
-int kc_request(const char *datadir, const char *line, struct kc_json *resp,
-	       char **raw);
+int kc_request(const char *datadir, enum ctlproto_cmd cmd, const char *arg,
+	       struct ctlproto_json *resp, char **raw);
 /* Prints why a request got no answer (rc from kc_request()). */
 void kc_request_err(const char *cmd, const struct kc_target *t, int rc);
 /* Prints the error the daemon answered: "WHAT: message (ERRNAME)". */
 void kc_daemon_err(const char *cmd, const char *what,
-		   const struct kc_json *resp);
+		   const struct ctlproto_json *resp);
 /*
  * A target that must be served by a running daemon: prints why not and
  * returns -ENOTCONN otherwise.
  */
 int kc_need_mounted(const char *cmd, const struct kc_target *t);
-/* Percent-encodes path for a request line; malloc'd, NULL without memory. */
-char *kc_encode(const char *path);
 /*
  * PATH as the daemon wants it, relative to the mount's root and starting
  * with '/': an absolute path under the mount point loses that prefix;
@@ -191,7 +173,7 @@ char *kc_encode(const char *path);
  */
 char *kc_mount_rel(const struct kc_target *t, const char *path);
 /* The string value of key, "?" when absent or null. */
-const char *kc_str(const struct kc_json *j, const char *key);
+const char *kc_str(const struct ctlproto_json *j, const char *key);
 
 /* The options every command but evict, fsck and gc takes. */
 struct kc_opts {
@@ -222,13 +204,13 @@ int kc_begin(const char *cmd, int argc, char **argv, int watch,
  * errors; only the request and the printing of the answer differ.
  */
 struct kc_path_cmd {
-	const char *name;  /* the command: "verdicts" or "clear" */
-	const char *usage; /* its --help */
-	const char *args;  /* its arguments, for usage errors */
-	int min_args;	   /* 2 when PATH is required */
-	const char *req;   /* the request about PATH: "verdict" or "clear" */
+	const char *name;      /* the command: "verdicts" or "clear" */
+	const char *usage;     /* its --help */
+	const char *args;      /* its arguments, for usage errors */
+	int min_args;	       /* 2 when PATH is required */
+	enum ctlproto_cmd req; /* about PATH: CTLPROTO_VERDICT or _CLEAR */
 	/* Prints the daemon's answer about PATH as text. */
-	void (*text)(const struct kc_json *resp);
+	void (*text)(const struct ctlproto_json *resp);
 };
 int kc_path_cmd_run(const struct kc_path_cmd *pc, int argc, char **argv);
 
