@@ -267,48 +267,17 @@ int ctlproto_send_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-/*
- * Appends s as a JSON string literal at *q (which has room for 6 bytes per
- * byte of s, plus 2); returns the new end.
- */
-static char *ctlproto_json_lit(char *q, const char *s)
+void ctlproto_error(struct tbuf *b, int err, const char *msg)
 {
-	*q++ = '"';
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			q += sprintf(q, "\\%c", c);
-		else if (c < 0x20 || c == 0x7f)
-			q += sprintf(q, "\\u%04x", c);
-		else
-			*q++ = (char)c;
-	}
-	*q++ = '"';
-	return q;
-}
-
-char *ctlproto_error_response(int err, const char *msg)
-{
-	static const char head[] = "{\"ok\": false, \"error\": ";
-	static const char mid[] = ", \"message\": ";
 	const char *name = strerrorname_np(-err);
-	char *out, *q;
 
-	if (!name)
-		name = "EIO";
-	if (!msg)
-		msg = strerror(-err);
-	out = malloc(sizeof(head) + sizeof(mid) + 6 * strlen(name) +
-		     6 * strlen(msg) + 8);
-	if (!out)
-		return NULL;
-	q = stpcpy(out, head);
-	q = ctlproto_json_lit(q, name);
-	q = stpcpy(q, mid);
-	q = ctlproto_json_lit(q, msg);
-	strcpy(q, "}\n");
-	return out;
+	tbuf_reset(b);
+	tbuf_puts(b, "{\"" CTLPROTO_KEY_OK "\": false, \"" CTLPROTO_KEY_ERROR
+		     "\": ");
+	tbuf_json_str(b, name ? name : "EIO");
+	tbuf_puts(b, ", \"" CTLPROTO_KEY_MESSAGE "\": ");
+	tbuf_json_str(b, msg ? msg : strerror(-err));
+	tbuf_puts(b, "}\n");
 }
 
 /*
@@ -666,17 +635,16 @@ const struct ctlproto_metric_desc ctlproto_metrics[CTLPROTO_NMETRICS] = {
 #undef CTLPROTO_METRIC_DESC
 };
 
-int ctlproto_metric_format(char *buf, size_t cap, enum ctlproto_metric m,
-			   uint64_t v)
+int ctlproto_metric_put(struct tbuf *b, enum ctlproto_metric m, uint64_t v)
 {
 	const struct ctlproto_metric_desc *d;
 
 	if ((unsigned)m >= CTLPROTO_NMETRICS)
 		return -EINVAL;
 	d = &ctlproto_metrics[m];
-	return snprintf(buf, cap, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n",
-			d->name, d->help, d->name, d->type, d->name,
-			(unsigned long long)v);
+	tbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", d->name,
+		    d->help, d->name, d->type, d->name, (unsigned long long)v);
+	return 0;
 }
 
 int ctlproto_metric_find(const char *name)

@@ -5,8 +5,9 @@
  * (build on the client, parse on the daemon), the percent-encoding of its
  * argument, the shape of its JSON response (write an error on the daemon,
  * parse on the client), and the names of the metrics the daemon exports
- * in MOUNTPOINT/.kvfs/stats. Plain C: no FUSE, no SQLite, no I/O but
- * ctlproto_recv_request() and ctlproto_send_all() on a given socket.
+ * in MOUNTPOINT/.kvfs/stats. Plain C on core (datadir.h, tbuf.h): no
+ * FUSE, no SQLite, no I/O but ctlproto_recv_request() and
+ * ctlproto_send_all() on a given socket.
  *
  * The socket: a Unix stream socket at DATADIR/kvfs.sock (mode 0600) for
  * the requests that need an answer computed on demand or that change
@@ -46,8 +47,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "datadir.h"
+#include "tbuf.h"
+
 /* The socket's name inside DATADIR. */
-#define CTLPROTO_SOCK_NAME "kvfs.sock"
+#define CTLPROTO_SOCK_NAME DATADIR_SOCK
 /* Longest request line, LF included. */
 #define CTLPROTO_LINE_MAX 16384
 /* Seconds the daemon lets a client take to send its request or read. */
@@ -133,11 +137,12 @@ int ctlproto_send_all(int fd, const char *buf, size_t len);
 	"memory\"}\n"
 
 /*
- * The error response for err (a -errno): {"ok": false, "error": "ENAME",
- * "message": msg, or strerror() when msg is NULL} and LF. malloc'd; NULL
- * without memory (answer CTLPROTO_OOM_RESPONSE then).
+ * Replaces the text of b by the error response for err (a -errno):
+ * {"ok": false, "error": "ENAME" ("EIO" when err has no name), "message":
+ * msg, or strerror() when msg is NULL} and LF. When b->oom is set after
+ * this, answer CTLPROTO_OOM_RESPONSE instead.
  */
-char *ctlproto_error_response(int err, const char *msg);
+void ctlproto_error(struct tbuf *b, int err, const char *msg);
 
 /*
  * A JSON object, flattened: nested keys are joined with '.', array
@@ -261,12 +266,11 @@ struct ctlproto_metric_desc {
 extern const struct ctlproto_metric_desc ctlproto_metrics[CTLPROTO_NMETRICS];
 
 /*
- * Writes metric m with value v as the daemon exports it: its "# HELP",
- * "# TYPE" and sample lines. snprintf()'s contract: returns the length it
- * needs (buf gets at most cap - 1 bytes and a NUL), -EINVAL for a bad m.
+ * Appends metric m with value v to b as the daemon exports it: its
+ * "# HELP", "# TYPE" and sample lines. 0, or -EINVAL for a bad m (nothing
+ * appended).
  */
-int ctlproto_metric_format(char *buf, size_t cap, enum ctlproto_metric m,
-			   uint64_t v);
+int ctlproto_metric_put(struct tbuf *b, enum ctlproto_metric m, uint64_t v);
 /* The metric exported as name ("kvfs_..."), or -1. */
 int ctlproto_metric_find(const char *name);
 

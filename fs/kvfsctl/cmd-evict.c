@@ -109,17 +109,8 @@ static int kc_evict_getopt(const char *cmd, int argc, char **argv,
 		case 'h':
 			help = 1;
 			break;
-		case ':':
-			kc_err(cmd,
-			       "option '%s' needs a value; try 'kvfsctl %s "
-			       "--help'",
-			       argv[optind - 1], cmd);
-			return -1;
 		default:
-			kc_err(cmd,
-			       "unknown option '%s'; try 'kvfsctl %s --help'",
-			       argv[optind - 1], cmd);
-			return -1;
+			return kc_opt_error(cmd, argv, ch);
 		}
 	}
 	if (help) {

@@ -13,6 +13,7 @@
 
 #include "ctlproto.h"
 #include "kc.h"
+#include "tbuf.h"
 
 static const char kc_stats_usage[] =
 	"usage: kvfsctl stats [--json] [--watch SECONDS [--count N]]\n"
@@ -266,7 +267,7 @@ static void kc_stats_json(const struct kc_metrics *ms)
 	       kc_metric_sum(ms, kc_error_metrics));
 	for (size_t i = 0; i < ms->n; i++) {
 		printf("%s", i ? ", " : "");
-		kc_json_str(stdout, ms->m[i].name);
+		tbuf_json_fput(stdout, ms->m[i].name);
 		printf(": %s", ms->m[i].text);
 	}
 	printf("}}\n");

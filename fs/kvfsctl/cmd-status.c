@@ -14,8 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "datadir.h"
 #include "index.h"
 #include "kc.h"
+#include "tbuf.h"
 
 /* "3d 04:05:06" or "04:05:06". */
 static const char *kc_duration(char *buf, size_t len, uint64_t s)
@@ -48,7 +50,7 @@ struct kc_status {
 	uint64_t uptime, capacity, used, fs_size, fs_free, stored, blocks;
 	uint64_t dirs, others, orphans, inodes, dirty, dirty_limit, verdicts;
 	uint64_t quarantined;
-	struct kc_usage u;
+	struct datadir_usage u;
 	const char *version;
 	const char *count_err; /* why blocks is unknown */
 };
@@ -62,8 +64,8 @@ static void kc_status_offline(const struct kc_target *t, struct kc_status *s)
 	struct idx *idx;
 	int rc;
 
-	snprintf(path, sizeof(path), "%s/index.db", t->datadir);
-	if (!kc_exists(t->datadir, "index.db", S_IFREG)) {
+	snprintf(path, sizeof(path), "%s/%s", t->datadir, DATADIR_INDEX);
+	if (!kc_exists(t->datadir, DATADIR_INDEX, S_IFREG)) {
 		s->count_err = "no index.db";
 		return;
 	}
@@ -133,14 +135,14 @@ static void kc_status_json(const struct kc_target *t, const struct kc_status *s)
 {
 	printf("{\"mounted\": %s, \"datadir\": ",
 	       t->mounted ? "true" : "false");
-	kc_json_str(stdout, t->datadir);
+	tbuf_json_fput(stdout, t->datadir);
 	printf(", \"mountpoint\": ");
 	if (t->mountpoint)
-		kc_json_str(stdout, t->mountpoint);
+		tbuf_json_fput(stdout, t->mountpoint);
 	else
 		printf("null");
 	printf(", \"version\": ");
-	kc_json_str(stdout, s->version ? s->version : KVFS_VERSION);
+	tbuf_json_fput(stdout, s->version ? s->version : KVFS_VERSION);
 	printf(", ");
 	kc_jnum("pid", t->pid ? (uint64_t)t->pid : KC_UNKNOWN, 0);
 	kc_jnum("uptime_seconds", s->uptime, 0);
@@ -250,7 +252,7 @@ int kc_status(int argc, char **argv)
 		s.fs_size = (uint64_t)sv.f_blocks * sv.f_frsize;
 		s.fs_free = (uint64_t)sv.f_bavail * sv.f_frsize;
 	}
-	if (kc_data_usage(t.datadir, &s.u) < 0)
+	if (datadir_usage(t.datadir, &s.u) < 0)
 		memset(&s.u, 0, sizeof(s.u));
 	if (t.mounted)
 		kc_status_live(&t, &s);

@@ -14,13 +14,11 @@
  */
 #include "kc.h"
 
-#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/un.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -30,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "datadir.h"
 
 /* statfs(2) f_type of every FUSE file system. */
 #define KC_FUSE_MAGIC 0x65735546
@@ -83,23 +83,17 @@ const char *kc_size(char *buf, size_t len, uint64_t bytes)
 }
 
 /*
- * Reads a control file whole: *buf malloc'd and NUL-terminated. Each open
- * of one is a snapshot served with direct_io, so a short read is its end:
- * one READ request, not a second one to see EOF.
+ * Reads fd into *buf (malloc'd, NUL-terminated) until EOF or, with
+ * short_is_end, until a read returns less than asked. -errno: -EFBIG past
+ * KC_READ_MAX, -ETIMEDOUT when a socket's SO_RCVTIMEO expired.
  */
-int kc_read_file(const char *path, char **buf)
+static int kc_read_all(int fd, size_t cap, int short_is_end, char **buf)
 {
-	size_t len = 0, cap = 65536;
+	size_t len = 0;
 	char *b = malloc(cap);
-	int fd, rc = 0;
 
 	if (!b)
 		return -ENOMEM;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		goto out_free;
-	}
 	for (;;) {
 		ssize_t n;
 
@@ -108,8 +102,8 @@ int kc_read_file(const char *path, char **buf)
 				cap < KC_READ_MAX ? realloc(b, 2 * cap) : NULL;
 
 			if (!nb) {
-				rc = cap < KC_READ_MAX ? -ENOMEM : -EFBIG;
-				break;
+				free(b);
+				return cap < KC_READ_MAX ? -ENOMEM : -EFBIG;
 			}
 			b = nb;
 			cap *= 2;
@@ -118,23 +112,32 @@ int kc_read_file(const char *path, char **buf)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			rc = -errno;
-			break;
+			free(b);
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
 		}
 		if (n == 0)
 			break;
 		len += (size_t)n;
-		if (len + 1 < cap)
+		if (short_is_end && len + 1 < cap)
 			break;
 	}
+	b[len] = '\0';
+	*buf = b;
+	return 0;
+}
+
+/*
+ * Each open of a control file is a snapshot served with direct_io, so a
+ * short read is its end: one READ request, not a second one to see EOF.
+ */
+int kc_read_file(const char *path, char **buf)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -errno;
+	rc = kc_read_all(fd, 65536, 1, buf);
 	close(fd);
-	if (rc == 0) {
-		b[len] = '\0';
-		*buf = b;
-		return 0;
-	}
-out_free:
-	free(b);
 	return rc;
 }
 
@@ -174,44 +177,6 @@ out_close_dir:
 	return rc;
 }
 
-/* Reads until the daemon closes: *buf malloc'd, NUL-terminated; -errno. */
-static int kc_recv_all(int fd, char **buf)
-{
-	size_t len = 0, cap = 4096;
-	char *b = malloc(cap);
-
-	if (!b)
-		return -ENOMEM;
-	for (;;) {
-		ssize_t n;
-
-		if (len + 1 == cap) {
-			char *nb =
-				cap < KC_READ_MAX ? realloc(b, 2 * cap) : NULL;
-
-			if (!nb) {
-				free(b);
-				return -EFBIG;
-			}
-			b = nb;
-			cap *= 2;
-		}
-		n = recv(fd, b + len, cap - 1 - len, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			free(b);
-			return errno == EAGAIN ? -ETIMEDOUT : -errno;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	b[len] = '\0';
-	*buf = b;
-	return 0;
-}
-
 int kc_request_wait(const char *datadir, enum ctlproto_cmd cmd, const char *arg,
 		    struct ctlproto_json *resp, char **raw, int timeout_s)
 {
@@ -231,7 +196,7 @@ int kc_request_wait(const char *datadir, enum ctlproto_cmd cmd, const char *arg,
 	if (rc < 0)
 		goto out_close;
 	shutdown(fd, SHUT_WR);
-	rc = kc_recv_all(fd, &buf);
+	rc = kc_read_all(fd, 4096, 0, &buf);
 	if (rc < 0)
 		goto out_close;
 	rc = ctlproto_response_parse(buf, resp);
@@ -285,35 +250,6 @@ int kc_exists(const char *dir, const char *name, mode_t type)
 
 	snprintf(p, sizeof(p), "%s/%s", dir, name);
 	return lstat(p, &st) == 0 && (st.st_mode & S_IFMT) == type;
-}
-
-/*
- * Whether a kvfs daemon holds DATADIR's lock: 1 (its pid in *pid when the
- * lock file says), 0 when not, -errno. Takes no lock for longer than the
- * test; never creates the lock file.
- */
-static int kc_lock_probe(const char *datadir, long *pid)
-{
-	char path[PATH_MAX], buf[32];
-	ssize_t n;
-	int fd, rc = 0;
-
-	snprintf(path, sizeof(path), "%s/kvfs.lock", datadir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
-		flock(fd, LOCK_UN);
-	} else if (errno == EWOULDBLOCK) {
-		rc = 1;
-		n = pread(fd, buf, sizeof(buf) - 1, 0);
-		buf[n > 0 ? n : 0] = '\0';
-		*pid = strtol(buf, NULL, 10);
-	} else {
-		rc = -errno;
-	}
-	close(fd);
-	return rc;
 }
 
 static int kc_status_file(struct kc_target *t)
@@ -388,9 +324,9 @@ int kc_target_open(const char *cmd, const char *arg, struct kc_target *t)
 		t->given_mount = 1;
 		return 0;
 	}
-	if (!kc_exists(t->path, "index.db", S_IFREG) &&
-	    !kc_exists(t->path, "data", S_IFDIR) &&
-	    !kc_exists(t->path, "kvfs.lock", S_IFREG)) {
+	if (!kc_exists(t->path, DATADIR_INDEX, S_IFREG) &&
+	    !kc_exists(t->path, DATADIR_DATA, S_IFDIR) &&
+	    !kc_exists(t->path, DATADIR_LOCK, S_IFREG)) {
 		kc_err(cmd,
 		       "%s is neither a kvfs mount point nor a kvfs data "
 		       "directory (it has no .kvfs/status, index.db or data/)",
@@ -421,9 +357,10 @@ int kc_target_open(const char *cmd, const char *arg, struct kc_target *t)
 	}
 	if (rc == 1)
 		ctlproto_json_free(&info);
-	rc = kc_lock_probe(t->datadir, &t->pid);
+	rc = datadir_lock_probe(t->datadir, &t->pid);
 	if (rc < 0) {
-		kc_err(cmd, "%s/kvfs.lock: %s", t->datadir, strerror(-rc));
+		kc_err(cmd, "%s/%s: %s", t->datadir, DATADIR_LOCK,
+		       strerror(-rc));
 		goto out_free;
 	}
 	t->mounted = rc;
@@ -477,39 +414,19 @@ char *kc_mount_rel(const struct kc_target *t, const char *path)
 	return out;
 }
 
-int kc_data_usage(const char *datadir, struct kc_usage *u)
-{
-	char path[PATH_MAX];
-	struct dirent *de;
-	DIR *d;
-
-	memset(u, 0, sizeof(*u));
-	snprintf(path, sizeof(path), "%s/data", datadir);
-	d = opendir(path);
-	if (!d)
-		return errno == ENOENT ? 0 : -errno;
-	while ((de = readdir(d)) != NULL) {
-		struct stat st;
-		unsigned id;
-		int end = 0;
-
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' ||
-		    sscanf(de->d_name, "%u.kvd%n", &id, &end) != 1 ||
-		    de->d_name[end] != '\0')
-			continue;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) <
-			    0 ||
-		    !S_ISREG(st.st_mode))
-			continue;
-		u->nfiles++;
-		u->physical += (uint64_t)st.st_blocks * 512;
-		u->apparent += (uint64_t)st.st_size;
-	}
-	closedir(d);
-	return 0;
-}
-
 enum { KC_OPT_JSON = 1000, KC_OPT_WATCH, KC_OPT_COUNT };
+
+int kc_opt_error(const char *cmd, char **argv, int ch)
+{
+	if (ch == ':')
+		kc_err(cmd,
+		       "option '%s' needs a value; try 'kvfsctl %s --help'",
+		       argv[optind - 1], cmd);
+	else
+		kc_err(cmd, "unknown option '%s'; try 'kvfsctl %s --help'",
+		       argv[optind - 1], cmd);
+	return -1;
+}
 
 /*
  * getopt_long over argv (argv[0] is the subcommand) with --json, --help and,
@@ -569,17 +486,8 @@ static int kc_getopt(const char *cmd, int argc, char **argv, struct kc_opts *o,
 				return -1;
 			}
 			break;
-		case ':':
-			kc_err(cmd,
-			       "option '%s' needs a value; try 'kvfsctl %s "
-			       "--help'",
-			       argv[optind - 1], cmd);
-			return -1;
 		default:
-			kc_err(cmd,
-			       "unknown option '%s'; try 'kvfsctl %s --help'",
-			       argv[optind - 1], cmd);
-			return -1;
+			return kc_opt_error(cmd, argv, c);
 		}
 	}
 	if (o->count && !o->watch) {

@@ -2,10 +2,10 @@
 /*
  * kvfsctl's private declarations: the helper every command uses (kc.c:
  * options, MOUNTPOINT|DATADIR resolution, the control-socket client,
- * output helpers), the commands' entry points (main.c dispatches to them,
- * one cmd-*.c file each) and what fsck and gc share about data files
- * (kvfsctl_data.c). kvfsctl is a single-threaded command-line program;
- * none of this is thread-safe, and nothing here takes a lock.
+ * output helpers) and the commands' entry points (main.c dispatches to
+ * them, one cmd-*.c file each). The control protocol itself is
+ * ctlproto.h's. kvfsctl is a single-threaded command-line program; none of
+ * this is thread-safe, and nothing here takes a lock.
  *
  * Error contract: functions returning int give 0 (or a count) or -errno;
  * those that take a command name (cmd) have said what failed on stderr
@@ -54,21 +54,20 @@ void kc_target_free(struct kc_target *t);
 /* "kvfsctl CMD: message" on stderr. */
 void kc_err(const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* Writes s as a JSON string literal. */
+/*
+ * Writes s as a JSON string literal. Kept for fsck and gc only, which
+ * still call it; kvfsctl's other commands write with core's
+ * tbuf_json_fput().
+ */
 void kc_json_str(FILE *f, const char *s);
 /* Human size: "0 B", "4.0 KiB", "1.50 GiB". Returns buf. */
 const char *kc_size(char *buf, size_t len, uint64_t bytes);
 
-/* Counts and sizes of DATADIR/data/NNNNNN.kvd. */
-struct kc_usage {
-	uint64_t nfiles;
-	uint64_t physical; /* st_blocks * 512 */
-	uint64_t apparent; /* st_size */
-};
-/* Measures DATADIR's data files (none when data/ is missing); -errno. */
-int kc_data_usage(const char *datadir, struct kc_usage *u);
-
 /*
+ * --- fsck and gc while they are still fs/kvfsctl_{fsck,gc,data}.c -------
+ * (the data-directory library in fs/kvdb/ replaces what follows, down to
+ * kc_read_hdr(); these go with those files)
+ *
  * Takes DATADIR/kvfs.lock (LOCK_EX) the way kvfs does and writes our pid
  * into it, so no daemon can start meanwhile; *fd_out holds it until closed.
  * -EBUSY, after saying who holds it ("kvfsctl CMD: ..."), when a kvfs or
@@ -76,8 +75,7 @@ int kc_data_usage(const char *datadir, struct kc_usage *u);
  */
 int kc_lock_datadir(const char *cmd, const char *datadir, int *fd_out);
 
-/* --- data files, offline (kvfsctl_data.c) ------------------------------ */
-
+/* Data files, offline (kvfsctl_data.c). */
 /* Header bytes read first when the header's length is unknown. */
 #define KC_HDR_READ (16u * 1024u)
 /* A header longer than this is not believed (a 64 GiB payload's is 2 MiB). */
@@ -186,6 +184,12 @@ struct kc_opts {
 /* kc_begin(): the usage was printed on --help. */
 #define KC_BEGIN_HELP (-2)
 
+/*
+ * Says what is wrong with the option getopt_long() just refused (it
+ * returned ch, ':' or '?', with opterr 0 and ":" leading its optstring);
+ * returns -1.
+ */
+int kc_opt_error(const char *cmd, char **argv, int ch);
 /* Checks the number of positional arguments; -1 after a usage error. */
 int kc_nargs(const char *cmd, int have, int min, int max, const char *what);
 /*

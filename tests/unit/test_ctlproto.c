@@ -421,30 +421,31 @@ static void test_error_response(void **state)
 	static const char msg[] = "bad \"path\" \\ with\ttab, \x7f and "
 				  "caf\xc3\xa9";
 	struct ctlproto_json j;
-	char *r;
+	struct tbuf b;
 
 	(void)state;
-	r = ctlproto_error_response(-ENOENT, msg);
-	assert_non_null(r);
-	assert_int_equal(r[strlen(r) - 1], '\n');
-	assert_null(strchr(r, '\t'));
-	assert_null(strchr(r, '\x7f'));
-	assert_int_equal(ctlproto_response_parse(r, &j), 1);
+	tbuf_init(&b);
+	tbuf_puts(&b, "{\"ok\": true, \"half\": "); /* replaced, not kept */
+	ctlproto_error(&b, -ENOENT, msg);
+	assert_false(b.oom);
+	assert_int_equal(b.buf[b.len - 1], '\n');
+	assert_null(strchr(b.buf, '\t'));
+	assert_null(strchr(b.buf, '\x7f'));
+	assert_int_equal(ctlproto_response_parse(b.buf, &j), 1);
 	assert_string_equal(ctlproto_json_get(&j, CTLPROTO_KEY_ERROR),
 			    "ENOENT");
 	assert_string_equal(ctlproto_json_get(&j, CTLPROTO_KEY_MESSAGE), msg);
+	assert_null(ctlproto_json_get(&j, "half"));
 	ctlproto_json_free(&j);
-	free(r);
 
-	r = ctlproto_error_response(-EACCES, NULL);
-	assert_string_equal(r, "{\"ok\": false, \"error\": \"EACCES\", "
-			       "\"message\": \"Permission denied\"}\n");
-	free(r);
-	r = ctlproto_error_response(-4000, "odd");
-	assert_int_equal(ctlproto_response_parse(r, &j), 1);
+	ctlproto_error(&b, -EACCES, NULL);
+	assert_string_equal(b.buf, "{\"ok\": false, \"error\": \"EACCES\", "
+				   "\"message\": \"Permission denied\"}\n");
+	ctlproto_error(&b, -4000, "odd");
+	assert_int_equal(ctlproto_response_parse(b.buf, &j), 1);
 	assert_string_equal(ctlproto_json_get(&j, CTLPROTO_KEY_ERROR), "EIO");
 	ctlproto_json_free(&j);
-	free(r);
+	tbuf_release(&b);
 }
 
 static void test_metric_names(void **state)
@@ -482,33 +483,26 @@ static void test_metric_names(void **state)
 	regfree(&re);
 }
 
-static void test_metric_format(void **state)
+static void test_metric_put(void **state)
 {
 	static const char want[] =
 		"# HELP kvfs_lookup_hits_total Lookups answered: the name "
 		"exists.\n# TYPE kvfs_lookup_hits_total counter\n"
-		"kvfs_lookup_hits_total 18446744073709551615\n";
-	char buf[512], small[8];
+		"kvfs_lookup_hits_total 18446744073709551615\n"
+		"# HELP kvfs_nodes Inodes held in memory.\n"
+		"# TYPE kvfs_nodes gauge\nkvfs_nodes 3\n";
+	struct tbuf b;
 
 	(void)state;
-	assert_int_equal(ctlproto_metric_format(buf, sizeof(buf),
-						CTLPROTO_M_LOOKUP_HITS,
-						UINT64_MAX),
-			 (int)strlen(want));
-	assert_string_equal(buf, want);
-	assert_int_equal(ctlproto_metric_format(small, sizeof(small),
-						CTLPROTO_M_LOOKUP_HITS,
-						UINT64_MAX),
-			 (int)strlen(want));
-	assert_string_equal(small, "# HELP ");
+	tbuf_init(&b);
 	assert_int_equal(
-		ctlproto_metric_format(buf, sizeof(buf), CTLPROTO_M_NODES, 3),
-		(int)strlen("# HELP kvfs_nodes Inodes held in memory."
-			    "\n# TYPE kvfs_nodes gauge\nkvfs_nodes 3"
-			    "\n"));
-	assert_int_equal(
-		ctlproto_metric_format(buf, sizeof(buf), CTLPROTO_NMETRICS, 0),
-		-EINVAL);
+		ctlproto_metric_put(&b, CTLPROTO_M_LOOKUP_HITS, UINT64_MAX), 0);
+	assert_int_equal(ctlproto_metric_put(&b, CTLPROTO_M_NODES, 3), 0);
+	assert_int_equal(ctlproto_metric_put(&b, CTLPROTO_NMETRICS, 0),
+			 -EINVAL);
+	assert_false(b.oom);
+	assert_string_equal(b.buf, want);
+	tbuf_release(&b);
 }
 
 int main(void)
@@ -528,7 +522,7 @@ int main(void)
 		cmocka_unit_test(test_json_strings),
 		cmocka_unit_test(test_error_response),
 		cmocka_unit_test(test_metric_names),
-		cmocka_unit_test(test_metric_format),
+		cmocka_unit_test(test_metric_put),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
