@@ -324,22 +324,17 @@ out_nomem:
 	return -ENOMEM;
 }
 
+/* The four hex digits at p (a \uXXXX escape); -EINVAL if they are not. */
 static int ctlproto_hex4(const char *p, unsigned *out)
 {
 	unsigned v = 0;
 
 	for (int i = 0; i < 4; i++) {
-		char c = p[i];
+		int d = ctlproto_hex(p[i]);
 
-		v <<= 4;
-		if (c >= '0' && c <= '9')
-			v |= (unsigned)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v |= (unsigned)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			v |= (unsigned)(c - 'A' + 10);
-		else
+		if (d < 0)
 			return -EINVAL;
+		v = v << 4 | (unsigned)d;
 	}
 	*out = v;
 	return 0;

@@ -7,7 +7,6 @@
  * answer is printed.
  */
 #include <stdio.h>
-#include <string.h>
 
 #include "kc.h"
 
@@ -27,14 +26,13 @@ static const char kc_clear_usage[] =
 
 static void kc_clear_text(const struct ctlproto_json *resp)
 {
-	const char *changed = ctlproto_json_get(resp, "changed");
-	const char *q = ctlproto_json_get(resp, "verdict.quarantined");
-
-	if (changed && strcmp(changed, "true") == 0)
+	if (ctlproto_json_true(resp, "changed"))
 		printf("cleared the verdict of %s (was: %s%s); the next lookup "
 		       "asks the index\n",
 		       kc_str(resp, "path"), kc_str(resp, "verdict.result"),
-		       q && strcmp(q, "true") == 0 ? ", quarantined" : "");
+		       ctlproto_json_true(resp, "verdict.quarantined")
+			       ? ", quarantined"
+			       : "");
 	else
 		printf("%s: no resolved verdict held, nothing to clear (the "
 		       "kernel's cached entry was dropped anyway)\n",

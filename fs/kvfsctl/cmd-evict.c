@@ -130,7 +130,6 @@ static int kc_evict_report(const char *cmd, const struct kc_target *t,
 {
 	uint64_t target = 0, before = 0, after = 0, n = 0, bytes = 0, cap = 0;
 	char a[32], b[32], c[32], d[32];
-	const char *reached;
 	int ret;
 
 	if (ctlproto_json_u64(resp, "target", &target) < 0 ||
@@ -143,9 +142,7 @@ static int kc_evict_report(const char *cmd, const struct kc_target *t,
 		return KC_EXIT_ERROR;
 	}
 	ctlproto_json_u64(resp, "capacity", &cap);
-	reached = ctlproto_json_get(resp, "reached");
-	ret = reached && strcmp(reached, "true") == 0 ? KC_EXIT_OK
-						      : KC_EXIT_DAMAGE;
+	ret = ctlproto_json_true(resp, "reached") ? KC_EXIT_OK : KC_EXIT_DAMAGE;
 	if (json) {
 		fputs(raw, stdout);
 		return ret;

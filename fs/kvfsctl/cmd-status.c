@@ -3,7 +3,7 @@
  * kvfsctl status: capacity, use, blocks, memory and uptime of a kvfs
  * mount, from its .kvfs/status file and the control socket's counts; or,
  * for a data directory nobody serves, what its index and data files say
- * offline (the index opened read-only-in-effect: only counted).
+ * offline (the index is opened only to count its rows).
  */
 #include <sys/stat.h>
 #include <sys/statvfs.h>

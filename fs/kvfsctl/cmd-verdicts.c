@@ -30,15 +30,13 @@ static const char kc_verdicts_usage[] =
 
 static void kc_verdict_text(const struct ctlproto_json *r)
 {
-	const char *v;
 	uint64_t n, m;
 
 	printf("path       %s (parent inode ", kc_str(r, "path"));
 	if (ctlproto_json_u64(r, "parent", &n) == 0)
 		printf("%llu", (unsigned long long)n);
 	printf(", name \"%s\")\n", kc_str(r, "name"));
-	v = ctlproto_json_get(r, "index.exists");
-	if (v && strcmp(v, "true") == 0 &&
+	if (ctlproto_json_true(r, "index.exists") &&
 	    ctlproto_json_u64(r, "index.ino", &n) == 0 &&
 	    ctlproto_json_u64(r, "index.size", &m) == 0)
 		printf("index      exists: inode %llu, %llu bytes\n",
@@ -52,8 +50,7 @@ static void kc_verdict_text(const struct ctlproto_json *r)
 	}
 	printf("verdict    %s, %s", kc_str(r, "verdict.phase"),
 	       kc_str(r, "verdict.result"));
-	v = ctlproto_json_get(r, "verdict.quarantined");
-	if (v && strcmp(v, "true") == 0)
+	if (ctlproto_json_true(r, "verdict.quarantined"))
 		printf(", quarantined (data kept; lift with kvfsctl clear)");
 	if (ctlproto_json_u64(r, "verdict.ino", &n) == 0 && n)
 		printf(", inode %llu", (unsigned long long)n);

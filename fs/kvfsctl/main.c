@@ -2,10 +2,10 @@
 /*
  * kvfsctl: the operator's command for kvfs (kvfsctl(8)). This file is the
  * dispatch only: the table of commands (name, entry point, one line of
- * help), the top-level usage and --version. Each command lives in its own
- * cmd-*.c file (fsck and gc in kvfsctl_fsck.c and kvfsctl_gc.c), parses
- * its own options, prints text by default and one JSON document with
- * --json, and returns an exit status (KC_EXIT_*).
+ * help), the top-level usage and --version. Each command lives in a file
+ * of its own (kc.h says which), parses its own options, prints text by
+ * default and one JSON document with --json, and returns an exit status
+ * (KC_EXIT_*).
  */
 #include <stdio.h>
 #include <string.h>
