@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "ctlproto.h"
 #include "kc.h"
 #include "tbuf.h"
@@ -273,12 +274,10 @@ static void kc_stats_json(const struct kc_metrics *ms)
 	printf("}}\n");
 }
 
+/* The monotonic clock in seconds. */
 static double kc_mono(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)clock_monotonic_ns() / 1e9;
 }
 
 static void kc_sleep_until(double t)
