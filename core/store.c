@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "store.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -15,7 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "crc32c.h"
+#include "datadir.h"
 #include "log.h"
 
 /* Header bytes read at once when walking a data file (most headers fit). */
@@ -24,7 +25,6 @@
 #define STORE_NAMES_MAX 64u
 /* Retries of -EINTR/-EAGAIN before an I/O error is reported. */
 #define STORE_RETRIES 8
-#define STORE_HDR_FIXED 56u
 #define STORE_DEFAULT_LANES 4u
 
 struct store_file {
@@ -100,167 +100,14 @@ static void store_rbuf_key_init(void)
 		abort();
 }
 
-static void store_put_le32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void store_put_le64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t store_le32(const unsigned char *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static uint64_t store_le64(const unsigned char *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-uint32_t store_hdr_len(uint64_t len, size_t path_len)
-{
-	uint64_t raw = STORE_HDR_FIXED + 4ull * kv_nchunks(len) + 4 + path_len;
-
-	return (uint32_t)kv_align_up(raw);
-}
-
-uint32_t store_hdr_encode(void *hdr, uint32_t type, uint64_t seq, uint64_t ino,
-			  uint64_t len, const uint32_t *crcs, const char *path,
-			  size_t path_len)
-{
-	uint32_t hdr_len = store_hdr_len(len, path_len);
-	uint32_t n = kv_nchunks(len);
-	unsigned char *p = hdr;
-
-	memset(p, 0, hdr_len);
-	memcpy(p, STORE_MAGIC, 8);
-	store_put_le32(p + 8, STORE_FORMAT_VERSION);
-	store_put_le32(p + 12, type);
-	store_put_le32(p + 16, hdr_len);
-	store_put_le64(p + 24, seq);
-	store_put_le64(p + 32, ino);
-	store_put_le64(p + 40, len);
-	store_put_le32(p + 48, KV_CHUNK_SIZE);
-	store_put_le32(p + 52, n);
-	for (uint32_t i = 0; i < n; i++)
-		store_put_le32(p + STORE_HDR_FIXED + 4 * i, crcs[i]);
-	store_put_le32(p + STORE_HDR_FIXED + 4 * n, (uint32_t)path_len);
-	memcpy(p + STORE_HDR_FIXED + 4 * n + 4, path, path_len);
-	store_put_le32(p + 20, crc32c(0, p, hdr_len));
-	return hdr_len;
-}
-
-int store_hdr_decode(const void *hdr, size_t avail, struct store_hdr *out)
-{
-	const unsigned char *p = hdr;
-	unsigned char zero[4] = {0};
-	uint32_t crc, n;
-	uint64_t need;
-
-	if (avail < STORE_HDR_FIXED || memcmp(p, STORE_MAGIC, 8) != 0 ||
-	    store_le32(p + 8) != STORE_FORMAT_VERSION)
-		return -EINVAL;
-	out->type = store_le32(p + 12);
-	out->hdr_len = store_le32(p + 16);
-	if (out->hdr_len < KV_ALIGN || out->hdr_len % KV_ALIGN != 0 ||
-	    (out->type != STORE_REC_DATA && out->type != STORE_REC_NAME))
-		return -EINVAL;
-	if (avail < out->hdr_len)
-		return -EAGAIN;
-	crc = crc32c(0, p, 20);
-	crc = crc32c(crc, zero, 4);
-	crc = crc32c(crc, p + 24, out->hdr_len - 24);
-	if (crc != store_le32(p + 20))
-		return -EINVAL;
-	out->seq = store_le64(p + 24);
-	out->ino = store_le64(p + 32);
-	out->len = store_le64(p + 40);
-	n = store_le32(p + 52);
-	if (store_le32(p + 48) != KV_CHUNK_SIZE || n != kv_nchunks(out->len))
-		return -EINVAL;
-	need = STORE_HDR_FIXED + 4ull * n + 4;
-	if (need > out->hdr_len)
-		return -EINVAL;
-	out->nchunks = n;
-	out->crcs = p + STORE_HDR_FIXED;
-	out->path_len = store_le32(p + STORE_HDR_FIXED + 4 * n);
-	if (need + out->path_len > out->hdr_len)
-		return -EINVAL;
-	out->path = (const char *)p + need;
-	return 0;
-}
-
-void store_chunk_crcs(const void *buf, uint64_t len, uint32_t *crcs)
-{
-	const unsigned char *p = buf;
-	uint32_t n = kv_nchunks(len);
-
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t off = (uint64_t)i * KV_CHUNK_SIZE;
-		uint64_t clen =
-			len - off < KV_CHUNK_SIZE ? len - off : KV_CHUNK_SIZE;
-
-		crcs[i] = crc32c(0, p + off, clen);
-	}
-}
-
-void store_chunk_crcs_iov(const struct iovec *iov, int iovcnt, uint64_t len,
-			  uint32_t *crcs)
-{
-	uint32_t n = kv_nchunks(len), c = 0;
-	uint64_t in_chunk = 0;
-	uint32_t crc = 0;
-
-	for (int i = 0; i < iovcnt && c < n; i++) {
-		const unsigned char *p = iov[i].iov_base;
-		uint64_t left = iov[i].iov_len;
-
-		while (left > 0 && c < n) {
-			uint64_t clen = len - (uint64_t)c * KV_CHUNK_SIZE;
-			uint64_t take;
-
-			if (clen > KV_CHUNK_SIZE)
-				clen = KV_CHUNK_SIZE;
-			take = clen - in_chunk < left ? clen - in_chunk : left;
-			crc = crc32c(crc, p, take);
-			p += take;
-			left -= take;
-			in_chunk += take;
-			if (in_chunk == clen) {
-				crcs[c++] = crc;
-				crc = 0;
-				in_chunk = 0;
-			}
-		}
-	}
-}
-
-static void store_file_name(char *buf, size_t len, uint32_t id)
-{
-	snprintf(buf, len, "%06u.kvd", id);
-}
-
 /* Opens data file id; O_DIRECT unless the filesystem refuses it (tmpfs). */
 static int store_file_open(struct store *st, uint32_t id, int create)
 {
 	int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
-	char name[32];
+	char name[DATADIR_NAME_MAX];
 	int fd;
 
-	store_file_name(name, sizeof(name), id);
+	datadir_file_name(name, sizeof(name), id);
 	fd = openat(st->data_fd, name, flags | O_DIRECT, 0600);
 	if (fd < 0 && errno == EINVAL)
 		fd = openat(st->data_fd, name, flags, 0600);
@@ -385,23 +232,30 @@ out_free:
 	return rc;
 }
 
-static int store_each_file(struct store *st,
-			   void (*fn)(void *arg, uint32_t id, int dfd),
-			   void *arg);
-
-static void store_scan_one(void *arg, uint32_t id, int dfd)
+/*
+ * The ids of the data files, ascending, without the two highest ids a
+ * uint32_t can hold (never issued: next_id must stay above every id).
+ */
+static int store_list(struct store *st, uint32_t **ids, size_t *n)
 {
-	struct store *st = arg;
+	int rc = datadir_list_at(st->data_fd, ids, n);
 
-	(void)dfd;
-	if (id >= st->next_id)
-		st->next_id = id + 1;
+	while (rc == 0 && *n > 0 && (*ids)[*n - 1] >= UINT32_MAX - 1)
+		(*n)--;
+	return rc;
 }
 
 /* New data files are numbered after the highest existing one. */
 static int store_scan_ids(struct store *st)
 {
-	return store_each_file(st, store_scan_one, st);
+	uint32_t *ids;
+	size_t n;
+	int rc = store_list(st, &ids, &n);
+
+	if (rc == 0 && n > 0 && ids[n - 1] >= st->next_id)
+		st->next_id = ids[n - 1] + 1;
+	free(ids);
+	return rc;
 }
 
 int store_open(struct store **out, const char *datadir,
@@ -409,7 +263,6 @@ int store_open(struct store **out, const char *datadir,
 {
 	struct store *st;
 	char path[PATH_MAX];
-	struct timespec ts;
 	int rc;
 
 	st = calloc(1, sizeof(*st));
@@ -429,11 +282,13 @@ int store_open(struct store **out, const char *datadir,
 	 * wall clock in ns, which is past any sequence an earlier run issued
 	 * as long as that run wrote fewer records than nanoseconds elapsed.
 	 */
-	clock_gettime(CLOCK_REALTIME, &ts);
-	atomic_init(&st->seq,
-		    (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+	atomic_init(&st->seq, clock_realtime_ns());
 	st->data_fd = -1;
-	snprintf(path, sizeof(path), "%s/data", datadir);
+	rc = datadir_path(path, sizeof(path), datadir, DATADIR_DATA);
+	if (rc < 0) {
+		log_err("%s/%s: %s", datadir, DATADIR_DATA, strerror(-rc));
+		goto out_free;
+	}
 	if (mkdir(path, 0700) < 0 && errno != EEXIST) {
 		rc = -errno;
 		log_err("cannot create %s: %s", path, strerror(-rc));
@@ -989,7 +844,7 @@ int store_free(struct store *st, const struct kv_extent *ext,
 	       uint64_t file_refs)
 {
 	struct store_file *f = NULL;
-	char name[32];
+	char name[DATADIR_NAME_MAX];
 	int fd, rc;
 
 	if (ext->file_id == 0)
@@ -1008,7 +863,7 @@ int store_free(struct store *st, const struct kv_extent *ext,
 	f = st->files[ext->file_id];
 	if (f && !f->active && f->npending == 0) {
 		st->files[ext->file_id] = NULL;
-		store_file_name(name, sizeof(name), f->id);
+		datadir_file_name(name, sizeof(name), f->id);
 		if (unlinkat(st->data_fd, name, 0) == 0)
 			atomic_fetch_add(&st->stats.files_removed, 1);
 	} else {
@@ -1022,93 +877,29 @@ int store_free(struct store *st, const struct kv_extent *ext,
 	return 0;
 }
 
-/* Calls fn for each data file name NNNNNN.kvd in the data directory. */
-static int store_each_file(struct store *st,
-			   void (*fn)(void *arg, uint32_t id, int dfd),
-			   void *arg)
-{
-	struct dirent *de;
-	DIR *d;
-	int fd;
-
-	fd = openat(st->data_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
-	while ((de = readdir(d)) != NULL) {
-		unsigned id;
-		int end = 0;
-
-		/* Only names we could have made: NNNNNN.kvd, digits only. */
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' ||
-		    sscanf(de->d_name, "%u.kvd%n", &id, &end) != 1 ||
-		    de->d_name[end] != '\0' || id >= UINT32_MAX - 1)
-			continue;
-		fn(arg, id, dirfd(d));
-	}
-	closedir(d);
-	return 0;
-}
-
-struct store_usage_acc {
-	uint64_t bytes, nfiles;
-};
-
-static void store_usage_one(void *arg, uint32_t id, int dfd)
-{
-	struct store_usage_acc *u = arg;
-	char name[32];
-	struct stat sb;
-
-	store_file_name(name, sizeof(name), id);
-	if (fstatat(dfd, name, &sb, 0) == 0) {
-		u->bytes += (uint64_t)sb.st_blocks * 512;
-		u->nfiles++;
-	}
-}
-
 int store_usage(struct store *st, uint64_t *bytes, uint64_t *nfiles)
 {
-	struct store_usage_acc u = {0};
-	int rc = store_each_file(st, store_usage_one, &u);
+	struct datadir_usage u;
+	int rc = datadir_usage_at(st->data_fd, &u);
 
-	*bytes = u.bytes;
+	*bytes = u.physical;
 	*nfiles = u.nfiles;
 	return rc;
 }
 
-struct store_newest_acc {
-	uint32_t *ids;
-	size_t n, have;
-};
-
-static void store_newest_one(void *arg, uint32_t id, int dfd)
-{
-	struct store_newest_acc *a = arg;
-	size_t i;
-
-	/* Keep ids[] sorted, largest first, at most n. */
-	for (i = 0; i < a->have && a->ids[i] > id; i++)
-		;
-	if (i >= a->n)
-		return;
-	if (a->have < a->n)
-		a->have++;
-	memmove(a->ids + i + 1, a->ids + i,
-		(a->have - i - 1) * sizeof(*a->ids));
-	a->ids[i] = id;
-}
-
 int store_newest(struct store *st, uint32_t *ids, size_t n)
 {
-	struct store_newest_acc a = {.ids = ids, .n = n};
-	int rc = store_each_file(st, store_newest_one, &a);
+	uint32_t *all;
+	size_t have, i;
+	int rc = store_list(st, &all, &have);
 
-	return rc < 0 ? rc : (int)a.have;
+	if (rc < 0)
+		return rc;
+	/* Largest first, at most n. */
+	for (i = 0; i < n && i < have; i++)
+		ids[i] = all[have - 1 - i];
+	free(all);
+	return (int)i;
 }
 
 int store_file_size(struct store *st, uint32_t id, uint64_t *size)
@@ -1120,80 +911,69 @@ int store_file_size(struct store *st, uint32_t id, uint64_t *size)
 	return st->ops.size(st->ops.ctx, fd, size);
 }
 
+/* Punches [off, off + len) of a file being recovered (best effort). */
+static void store_recover_punch(struct store *st, int fd, uint64_t off,
+				uint64_t len, uint64_t *freed)
+{
+	st->ops.punch(st->ops.ctx, fd, off, len);
+	*freed += len;
+}
+
 int store_recover_file(struct store *st, uint32_t id, uint64_t from,
 		       store_ref_fn referenced, store_next_fn next, void *arg,
 		       struct store_recovery *out)
 {
-	uint64_t off = from, size, cap = STORE_HDR_READ;
-	unsigned char *hdr = NULL;
+	struct record_iter_opts opts = {.ops = &st->ops,
+					.window = STORE_HDR_READ};
+	struct record_iter it;
+	struct record r;
+	uint64_t nxt;
 	int fd, rc;
 
 	memset(out, 0, sizeof(*out));
 	fd = store_file_fd(st, id);
 	if (fd < 0)
 		return fd;
-	rc = st->ops.size(st->ops.ctx, fd, &size);
+	rc = record_iter_open(&it, fd, from, &opts);
 	if (rc < 0)
 		return rc;
-	while (off < size) {
-		uint64_t want = size - off < cap ? size - off : cap;
-		struct store_hdr h;
-		uint64_t span;
-		int drc;
-
-		if (!hdr && posix_memalign((void **)&hdr, KV_ALIGN, cap) != 0)
-			return -ENOMEM;
-		rc = store_read_all(st, fd, (char *)hdr, kv_align_up(want),
-				    off);
-		if (rc == -ENODATA)
-			rc = 0; /* a partial last page: decode what is there */
-		if (rc < 0)
-			goto out_free;
-		drc = store_hdr_decode(hdr, want, &h);
-		if (drc == -EAGAIN && want == cap && h.hdr_len > cap) {
-			/* A long header (a big file): read it whole. */
-			cap = h.hdr_len;
-			free(hdr);
-			hdr = NULL;
-			continue;
-		}
-		span = drc == 0 ? h.hdr_len + kv_align_up(h.len) : 0;
-		if (drc < 0 || off + span > size) {
-			uint64_t nxt;
-
+	for (;;) {
+		rc = record_iter_next(&it, &r);
+		if (rc < 0 || rc == RECORD_END)
+			break;
+		if (rc != RECORD_OK) {
 			/*
 			 * Not a whole record: a crash cut it, or it is
 			 * garbage. When a committed record follows (another
 			 * thread's append that finished), punch up to it;
 			 * otherwise this is the torn tail.
 			 */
-			if (next(arg, id, off, &nxt) != 1 || nxt <= off ||
-			    nxt > size)
+			if (next(arg, id, r.off, &nxt) != 1 || nxt <= r.off ||
+			    nxt > it.size)
 				break;
-			st->ops.punch(st->ops.ctx, fd, off, nxt - off);
-			out->freed_bytes += nxt - off;
-			off = nxt;
+			store_recover_punch(st, fd, r.off, nxt - r.off,
+					    &out->freed_bytes);
+			record_iter_seek(&it, nxt);
 			continue;
 		}
-		if (h.type == STORE_REC_DATA) {
-			out->records++;
-			if (!referenced(arg, id, off)) {
-				st->ops.punch(st->ops.ctx, fd, off, span);
-				out->unreferenced++;
-				out->freed_bytes += span;
-			}
+		if (r.hdr.type != STORE_REC_DATA)
+			continue;
+		out->records++;
+		if (!referenced(arg, id, r.off)) {
+			store_recover_punch(st, fd, r.off, r.span,
+					    &out->freed_bytes);
+			out->unreferenced++;
 		}
-		off += span;
 	}
-	if (off < size) {
+	if (rc == RECORD_END) {
+		rc = 0;
+	} else if (rc > 0) {
 		/* Garbage or a cut record at the end: nobody points at it. */
 		out->torn_tail = 1;
-		out->freed_bytes += size - off;
-		if (ftruncate(fd, (off_t)off) < 0)
-			rc = -errno;
+		out->freed_bytes += it.size - r.off;
+		rc = ftruncate(fd, (off_t)r.off) < 0 ? -errno : 0;
 	}
-out_free:
-	free(hdr);
+	record_iter_close(&it);
 	return rc;
 }
 

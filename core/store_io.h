@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The I/O calls the block store makes, as an ops table so that tests can
- * inject short transfers and errors (STYLE.md: fakes come through injected
- * ops). The default table does data-file reads and writes with io_uring, one
+ * inject short transfers and errors (a fake comes in through the table; no
+ * system call is patched or wrapped). The default table does data-file reads and writes with io_uring, one
  * ring per calling thread (created on first use, freed when the thread
  * exits), so no ring is ever shared and no submission lock is needed.
  *
  * Each call is one attempt: it may transfer fewer bytes than asked, or fail
- * with -EINTR/-EAGAIN; store.c loops and retries, nothing else does.
+ * with -EINTR/-EAGAIN; store.c and record.c (walking a data file) loop and
+ * retry, nothing else does.
  */
 #ifndef KVFS_STORE_IO_H
 #define KVFS_STORE_IO_H

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fault-injecting I/O ops for the block store's unit tests (STYLE.md: fakes
- * come through injected ops; the model is SQLite's aSyscall[]). Each call
+ * Fault-injecting I/O ops for the block store's unit tests, handed to the
+ * store as its ops table (the model is SQLite's aSyscall[]). Each call
  * does the real system call on the store's fd (preadv/pwritev, fallocate,
  * fstat, fdatasync) unless the rule the test set for that kind of call says
  * otherwise: fail call N with a chosen -errno, return a transient -EINTR or
