@@ -22,6 +22,7 @@
 #include "index.h"
 #include "kvtypes.h"
 #include "log.h"
+#include "record.h"
 #include "store.h"
 
 /* Bytes read at a time, for payloads and headers. */
@@ -314,7 +315,7 @@ static const struct kvdb_datafile *check_location(struct check *c,
 		return NULL;
 	}
 	if (e->hdr_len < KV_ALIGN || e->hdr_len % KV_ALIGN ||
-	    e->hdr_len > KVDB_HDR_MAX || e->off % KV_ALIGN) {
+	    e->hdr_len > RECORD_HDR_MAX || e->off % KV_ALIGN) {
 		check_damage(x, CHECK_BAD_CORRUPT,
 			     check_printf("the index's record location is "
 					  "invalid (%06u.kvd at %llu, header "
@@ -379,7 +380,7 @@ static void check_header(struct check_file *x, int rc,
 		return;
 	}
 	for (uint32_t i = 0; x->state == CHECK_OK && i < ncrcs; i++) {
-		if (kvdb_le32(h->crcs + 4 * i) == crcs[i])
+		if (store_hdr_crc(h, i) == crcs[i])
 			continue;
 		check_damage(x, CHECK_BAD_CORRUPT,
 			     check_printf("header invalid: its CRC of chunk %u "
@@ -393,21 +394,20 @@ static void check_file(struct check *c, struct check_file *x, uint64_t *done)
 	const struct kv_extent *e = &x->ext;
 	const struct kvdb_datafile *df = check_location(c, x);
 	uint32_t *crcs = NULL, ncrcs = 0;
-	unsigned char *big = NULL;
-	struct store_hdr h;
+	struct kvdb_hdr kh;
 	int rc, crc_rc;
 
 	if (!df)
 		return;
-	rc = kvdb_read_hdr(df, e->off, e->hdr_len, (unsigned char *)c->buf,
-			   CHECK_BUF, &big, &h);
+	rc = kvdb_hdr_read(df, e->off, e->hdr_len, &kh);
 	if (rc == -ENOMEM) {
+		kvdb_hdr_done(&kh);
 		check_damage(x, CHECK_BAD_CORRUPT, NULL);
 		return;
 	}
 	crc_rc = idx_get_crcs(c->db->idx, x->ino, &crcs, &ncrcs);
-	check_header(x, rc, &h, crcs, ncrcs, crc_rc);
-	free(big);
+	check_header(x, rc, &kh.r.hdr, crcs, ncrcs, crc_rc);
+	kvdb_hdr_done(&kh);
 	/* The payload is checked whatever the header says: bytes matter. */
 	if (crcs && ncrcs == kv_nchunks(e->len))
 		check_payload(c, x, df, crcs, done);

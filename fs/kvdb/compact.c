@@ -18,10 +18,12 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "datadir.h"
 #include "datafile.h"
 #include "index.h"
 #include "kvtypes.h"
 #include "log.h"
+#include "record.h"
 #include "store.h"
 
 /* Bytes copied at a time; a multiple of KV_CHUNK_SIZE and KV_ALIGN. */
@@ -132,8 +134,7 @@ static const struct compact_live *compact_data_at(const struct compact *g,
  */
 static int compact_name_live(struct compact *g, uint64_t ino, uint64_t seq)
 {
-	unsigned char *big = NULL;
-	struct store_hdr h;
+	struct kvdb_hdr kh;
 	struct kvdb_datafile *f;
 	struct idx_attr a;
 	int rc;
@@ -148,14 +149,13 @@ static int compact_name_live(struct compact *g, uint64_t ino, uint64_t seq)
 	f = kvdb_datafile_find(g->db->dfs, g->db->ndfs, a.ext.file_id);
 	if (!f)
 		return 1;
-	rc = kvdb_read_hdr(f, a.ext.off, a.ext.hdr_len, g->buf, COMPACT_BUF,
-			   &big, &h);
-	free(big);
-	if (rc == -ENOMEM)
-		return rc;
-	if (rc < 0 || h.ino != ino)
-		return 1;
-	return seq > h.seq;
+	rc = kvdb_hdr_read(f, a.ext.off, a.ext.hdr_len, &kh);
+	if (rc == 0)
+		rc = kh.r.hdr.ino != ino ? 1 : seq > kh.r.hdr.seq;
+	else if (rc != -ENOMEM)
+		rc = 1;
+	kvdb_hdr_done(&kh);
+	return rc;
 }
 
 typedef int (*compact_rec_fn)(struct compact *g, const struct kvdb_datafile *f,
@@ -171,38 +171,41 @@ typedef int (*compact_rec_fn)(struct compact *g, const struct kvdb_datafile *f,
 static int compact_walk(struct compact *g, const struct kvdb_datafile *f,
 			size_t ndata, compact_rec_fn fn, void *arg)
 {
-	unsigned char *big = NULL;
-	uint64_t pos = 0;
-	int rc = 0;
+	struct record_iter_opts o;
+	struct record_iter it;
+	struct record r;
+	int rc;
 
-	while (pos < f->size) {
-		uint64_t d = kvdb_next_data(f, pos);
+	kvdb_iter_opts(f, 0, 0, &o);
+	rc = record_iter_open(&it, f->fd, 0, &o);
+	if (rc < 0)
+		return rc;
+	while (rc == 0) {
+		int st = record_iter_next(&it, &r);
 		const struct compact_live *l;
-		struct store_hdr h;
 
-		if (d > pos)
-			pos = d;
-		if (pos >= f->size)
+		if (st == RECORD_END || st == -ENOMEM) {
+			rc = st == -ENOMEM ? st : 0;
 			break;
-		l = compact_data_at(g, ndata, pos);
+		}
+		/* A live data record: the index vouched for it, step over. */
+		l = compact_data_at(g, ndata, r.off);
 		if (l) {
-			pos += l->hdr_len + kv_align_up(l->len);
+			uint64_t end = r.off + l->hdr_len + kv_align_up(l->len);
+
+			if (st != RECORD_OK || r.next != end)
+				record_iter_seek(&it, end);
 			continue;
 		}
-		rc = kvdb_read_hdr(f, pos, 0, g->buf, COMPACT_BUF, &big, &h);
-		if (rc == -ENOMEM)
-			break;
-		if (rc < 0) {
-			rc = 0;
-			pos += KV_ALIGN;
+		if (st < 0 || st == RECORD_TORN || st == RECORD_INVALID) {
+			record_iter_skip(&it); /* try the next page */
 			continue;
 		}
-		rc = fn(g, f, pos, &h, arg);
-		if (rc < 0)
-			break;
-		pos += h.hdr_len + kv_align_up(h.len);
+		rc = fn(g, f, r.off, &r.hdr, arg);
+		if (st == RECORD_SHORT)
+			record_iter_seek(&it, r.next); /* the end of the file */
 	}
-	free(big);
+	record_iter_close(&it);
 	return rc;
 }
 
@@ -325,7 +328,6 @@ static int compact_classify(struct compact *g, const struct kvdb_datafile *f,
 			    struct compact_file *r)
 {
 	struct idx_rec recs[COMPACT_BATCH];
-	unsigned char *big = NULL;
 	uint64_t from = 0;
 	size_t ndata;
 	int got, rc = 0;
@@ -335,16 +337,16 @@ static int compact_classify(struct compact *g, const struct kvdb_datafile *f,
 				       COMPACT_BATCH)) > 0) {
 		for (int i = 0; i < got; i++) {
 			const struct kv_extent *e = &recs[i].ext;
-			struct store_hdr h;
+			struct kvdb_hdr kh;
 
-			rc = kvdb_read_hdr(f, e->off, e->hdr_len, g->buf,
-					   COMPACT_BUF, &big, &h);
+			rc = kvdb_hdr_read(f, e->off, e->hdr_len, &kh);
+			if (rc == 0 && (kh.r.hdr.type != STORE_REC_DATA ||
+					kh.r.hdr.ino != recs[i].ino ||
+					kh.r.hdr.len != e->len))
+				rc = -EINVAL;
+			kvdb_hdr_done(&kh);
 			if (rc == -ENOMEM)
 				goto out;
-			if (rc == 0 &&
-			    (h.type != STORE_REC_DATA || h.ino != recs[i].ino ||
-			     h.len != e->len))
-				rc = -EINVAL;
 			if (rc == 0 && e->off + kv_extent_span(e) > f->size)
 				rc = -ENODATA;
 			if (rc < 0) {
@@ -392,7 +394,6 @@ static int compact_classify(struct compact *g, const struct kvdb_datafile *f,
 	if (g->nlive)
 		qsort(g->live, g->nlive, sizeof(*g->live), compact_live_cmp);
 out:
-	free(big);
 	return rc;
 }
 
@@ -418,13 +419,13 @@ static int compact_out_close(struct compact *g)
 /* Starts a new output data file, numbered after every existing one. */
 static int compact_out_open(struct compact *g)
 {
-	char name[32];
+	char name[DATADIR_NAME_MAX];
 	int rc;
 
 	rc = compact_out_close(g);
 	if (rc < 0)
 		return rc;
-	snprintf(name, sizeof(name), "%06u.kvd", g->next_id);
+	datadir_file_name(name, sizeof(name), g->next_id);
 	g->out_fd = openat(g->db->data_fd, name,
 			   O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (g->out_fd < 0) {
@@ -448,33 +449,42 @@ static int compact_copy_one(struct compact *g, const struct kvdb_datafile *f,
 			    const struct compact_live *l, const char **why)
 {
 	uint64_t padded = kv_align_up(l->len), done = 0;
-	unsigned char *big = NULL, *crcs = NULL;
-	const unsigned char *hdr;
+	unsigned char *big = NULL, *hdr = g->buf;
+	uint32_t *crcs = NULL;
 	struct store_hdr h;
 	int rc;
 
-	rc = kvdb_read_hdr(f, l->off, l->hdr_len, g->buf, COMPACT_BUF, &big,
-			   &h);
-	if (rc == -ENOMEM || (rc < 0 && rc != -ENODATA && rc != -EINVAL))
+	/* The header's bytes are copied as they are: read them raw. */
+	if (l->hdr_len > COMPACT_BUF) {
+		big = l->hdr_len <= RECORD_HDR_MAX ? malloc(l->hdr_len) : NULL;
+		if (!big && l->hdr_len <= RECORD_HDR_MAX)
+			return -ENOMEM;
+		hdr = big;
+	}
+	rc = hdr ? compact_io(f->io, f->fd, hdr, NULL, l->hdr_len, l->off)
+		 : -EINVAL;
+	if (rc == 0 && store_hdr_decode(hdr, l->hdr_len, &h) < 0)
+		rc = -EINVAL;
+	if (rc < 0 && rc != -ENODATA && rc != -EINVAL)
 		goto out;
 	if (rc < 0 || h.ino != l->ino || h.type != l->type || h.len != l->len) {
 		*why = "its header changed or does not decode";
 		rc = 1;
 		goto out;
 	}
-	hdr = big ? big : g->buf;
 	rc = compact_io(g->db->io, g->out_fd, NULL, hdr, l->hdr_len,
 			g->out_tail);
 	if (rc < 0)
 		goto out;
 	/* g->buf is reused for the payload: keep the chunk CRCs. */
 	if (h.nchunks) {
-		crcs = malloc((size_t)h.nchunks * 4);
+		crcs = malloc((size_t)h.nchunks * sizeof(*crcs));
 		if (!crcs) {
 			rc = -ENOMEM;
 			goto out;
 		}
-		memcpy(crcs, h.crcs, (size_t)h.nchunks * 4);
+		for (uint32_t k = 0; k < h.nchunks; k++)
+			crcs[k] = store_hdr_crc(&h, k);
 	}
 	while (done < padded) {
 		size_t n = padded - done < COMPACT_BUF ? (size_t)(padded - done)
@@ -496,9 +506,9 @@ static int compact_copy_one(struct compact *g, const struct kvdb_datafile *f,
 			uint32_t k = (uint32_t)((done + c) / KV_CHUNK_SIZE);
 
 			if (crc32c(0, g->buf + c,
-				   left < KV_CHUNK_SIZE ? left
-							: KV_CHUNK_SIZE) !=
-			    kvdb_le32(crcs + 4 * k)) {
+				   left < KV_CHUNK_SIZE
+					   ? left
+					   : KV_CHUNK_SIZE) != crcs[k]) {
 				*why = "a chunk fails its CRC32C";
 				rc = 1;
 				goto out;
@@ -597,7 +607,7 @@ out_undo:
 /* Removes data file f (nothing in the index points into it). */
 static int compact_remove(struct compact *g, struct kvdb_datafile *f)
 {
-	char name[32];
+	char name[DATADIR_NAME_MAX];
 	uint64_t refs = 1;
 	int rc;
 
@@ -612,7 +622,7 @@ static int compact_remove(struct compact *g, struct kvdb_datafile *f)
 			    f->id, strerror(-rc));
 		return rc;
 	}
-	snprintf(name, sizeof(name), "%06u.kvd", f->id);
+	datadir_file_name(name, sizeof(name), f->id);
 	if (unlinkat(g->db->data_fd, name, 0) < 0) {
 		rc = -errno;
 		kvdb_report(g->db, "cannot remove %s/data/%s: %s",
@@ -760,7 +770,7 @@ int compact_run(struct kvdb *db, const struct compact_opts *o,
 	int rc;
 
 	memset(r, 0, sizeof(*r));
-	rc = kvdb_usage(db->datadir, &r->before);
+	rc = datadir_usage(db->datadir, &r->before);
 	if (rc < 0)
 		return rc;
 	r->started = 1;
@@ -776,7 +786,7 @@ int compact_run(struct kvdb *db, const struct compact_opts *o,
 		r->failed = 1;
 		log_warn("gc of %s stopped: %s", db->datadir, strerror(-rc));
 	}
-	if (kvdb_usage(db->datadir, &r->after) < 0)
+	if (datadir_usage(db->datadir, &r->after) < 0)
 		r->after = r->before;
 	if (!o->dry_run && !r->failed)
 		log_info("gc of %s: compacted %llu and removed %llu data "

@@ -48,6 +48,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "datadir.h"
 #include "kvdb.h"
 
 /* Default threshold: compact files less than this percent live. */
@@ -80,7 +81,7 @@ struct compact_result {
 	size_t nfiles;
 	uint64_t ncompacted, nremoved, nskipped, copied_recs, copied_names;
 	uint64_t copied_bytes, dead_names, unref_recs, orphans, orphan_bytes;
-	struct kvdb_usage before, after;
+	struct datadir_usage before, after;
 };
 
 struct compact_opts {

@@ -9,7 +9,6 @@
 
 #include <sys/stat.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -18,8 +17,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "datadir.h"
 #include "kvdb.h"
 #include "kvtypes.h"
+#include "record.h"
 #include "store.h"
 
 /* Bytes read at a time by the header scan. */
@@ -39,12 +40,6 @@ int kvdb_grow(void **v, size_t *cap, size_t n, size_t sz)
 	*v = nv;
 	*cap = ncap;
 	return 0;
-}
-
-uint32_t kvdb_le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
 }
 
 /* One transfer attempt through io, or the plain system call. */
@@ -107,13 +102,15 @@ struct kvdb_datafile *kvdb_datafile_find(struct kvdb_datafile *v, size_t n,
 }
 
 /* Opens data/name (number id) into the next slot of *v; -errno. */
-static int kvdb_datafile_add(int dfd, const char *dir, const char *name,
-			     unsigned id, int flags, struct kvdb_datafile **v,
-			     size_t *n, size_t *cap, char *msg, size_t msglen)
+static int kvdb_datafile_add(int dfd, const char *dir, uint32_t id, int flags,
+			     struct kvdb_datafile **v, size_t *n, size_t *cap,
+			     char *msg, size_t msglen)
 {
+	char name[DATADIR_NAME_MAX];
 	struct stat st;
 	int rc, fd;
 
+	datadir_file_name(name, sizeof(name), id);
 	fd = openat(dfd, name, flags | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		rc = fd < 0 ? -errno : -EINVAL;
@@ -141,12 +138,11 @@ int kvdb_datafiles_open(const char *datadir, int flags, uint32_t max_id,
 			char *msg, size_t msglen)
 {
 	char path[PATH_MAX];
-	struct dirent *de;
-	size_t cap = 0;
-	DIR *d;
-	int rc = 0, dfd;
+	uint32_t *ids = NULL;
+	size_t nids = 0, cap = 0;
+	int rc, dfd;
 
-	snprintf(path, sizeof(path), "%s/data", datadir);
+	datadir_path(path, sizeof(path), datadir, DATADIR_DATA);
 	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0) {
 		if (errno == ENOENT)
@@ -155,36 +151,19 @@ int kvdb_datafiles_open(const char *datadir, int flags, uint32_t max_id,
 		snprintf(msg, msglen, "%s: %s", path, strerror(-rc));
 		return rc;
 	}
-	d = fdopendir(dfd);
-	if (!d) {
-		rc = -errno;
+	/* In id order; a name that is not NNNNNN.kvd is none of ours. */
+	rc = datadir_list_at(dfd, &ids, &nids);
+	if (rc < 0)
 		snprintf(msg, msglen, "%s: %s", path, strerror(-rc));
-		close(dfd);
+	for (size_t i = 0; rc == 0 && i < nids && ids[i] <= max_id; i++)
+		rc = kvdb_datafile_add(dfd, path, ids[i], flags, v, n, &cap,
+				       msg, msglen);
+	free(ids);
+	if (dir_fd) {
+		*dir_fd = dfd;
 		return rc;
 	}
-	while ((de = readdir(d)) != NULL) {
-		unsigned id;
-		int end = 0;
-
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' ||
-		    sscanf(de->d_name, "%u.kvd%n", &id, &end) != 1 ||
-		    de->d_name[end] != '\0' || id > max_id)
-			continue;
-		rc = kvdb_datafile_add(dfd, path, de->d_name, id, flags, v, n,
-				       &cap, msg, msglen);
-		if (rc < 0)
-			break;
-	}
-	if (dir_fd) {
-		*dir_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
-		if (*dir_fd < 0 && rc == 0) {
-			rc = -errno;
-			snprintf(msg, msglen, "%s: %s", path, strerror(-rc));
-		}
-	}
-	closedir(d);
-	if (*n)
-		qsort(*v, *n, sizeof(**v), kvdb_datafile_cmp);
+	close(dfd);
 	return rc;
 }
 
@@ -196,46 +175,49 @@ void kvdb_datafiles_close(struct kvdb_datafile *v, size_t n)
 	free(v);
 }
 
-uint64_t kvdb_next_data(const struct kvdb_datafile *df, uint64_t pos)
+void kvdb_iter_opts(const struct kvdb_datafile *df, size_t window, int resync,
+		    struct record_iter_opts *o)
 {
-	off_t d = lseek(df->fd, (off_t)pos, SEEK_DATA);
-
-	if (d < 0)
-		return errno == ENXIO ? df->size : pos;
-	return (uint64_t)d & ~(uint64_t)(KV_ALIGN - 1);
+	*o = (struct record_iter_opts){
+		.ops = df->io,
+		.window = window,
+		.skip_holes = 1, /* ignored with io: it reads plain fds only */
+		.resync = resync,
+	};
 }
 
-int kvdb_read_hdr(const struct kvdb_datafile *df, uint64_t off,
-		  uint32_t hdr_len, unsigned char *buf, size_t buflen,
-		  unsigned char **big, struct store_hdr *h)
+int kvdb_hdr_read(const struct kvdb_datafile *df, uint64_t off,
+		  uint32_t hdr_len, struct kvdb_hdr *kh)
 {
-	size_t want = hdr_len ? hdr_len : KVDB_HDR_READ;
-	unsigned char *p = buf;
-	ssize_t n;
+	struct record_iter_opts o = {.ops = df->io};
 	int rc;
 
-	if (off >= df->size)
+	kh->open = 0;
+	rc = record_iter_open(&kh->it, df->fd, off, &o);
+	if (rc < 0)
+		return rc;
+	kh->open = 1;
+	rc = record_iter_next(&kh->it, &kh->r);
+	if (rc < 0)
+		return rc;
+	switch (rc) {
+	case RECORD_OK:
+	case RECORD_SHORT: /* the header is whole: that is all we read */
+		/* A header longer than the index says is not the one it means. */
+		return hdr_len && kh->r.hdr.hdr_len > hdr_len ? -EINVAL : 0;
+	case RECORD_END:
+	case RECORD_TORN:
 		return -ENODATA;
-	if (!hdr_len && want > df->size - off)
-		want = (size_t)(df->size - off);
-	if (want > buflen) {
-		if (want > KVDB_HDR_MAX)
-			return -EINVAL;
-		free(*big);
-		*big = malloc(want);
-		if (!*big)
-			return -ENOMEM;
-		p = *big;
+	default:
+		return -EINVAL;
 	}
-	n = kvdb_pio(df->io, df->fd, p, NULL, want, off);
-	if (n < 0)
-		return (int)n;
-	if ((size_t)n < want)
-		return -ENODATA;
-	rc = store_hdr_decode(p, want, h);
-	if (rc == -EAGAIN && !hdr_len)
-		return kvdb_read_hdr(df, off, h->hdr_len, buf, buflen, big, h);
-	return rc == -EAGAIN ? -EINVAL : rc;
+}
+
+void kvdb_hdr_done(struct kvdb_hdr *kh)
+{
+	if (kh->open)
+		record_iter_close(&kh->it);
+	kh->open = 0;
 }
 
 /* --- scanning every header ------------------------------------------ */
@@ -266,7 +248,7 @@ static int kvdb_scan_add(struct kvdb_scan *s, const struct kvdb_datafile *df,
 		if (!r->crcs)
 			return -ENOMEM;
 		for (uint32_t i = 0; i < h->nchunks; i++)
-			r->crcs[i] = kvdb_le32(h->crcs + 4 * i);
+			r->crcs[i] = store_hdr_crc(h, i);
 	}
 	if (!memchr(h->path, '\0', h->path_len)) {
 		r->path = strndup(h->path, h->path_len);
@@ -280,101 +262,61 @@ static int kvdb_scan_add(struct kvdb_scan *s, const struct kvdb_datafile *df,
 }
 
 /*
- * Decodes the headers in buf (n bytes of df from pos) into s. Returns how
- * far it got (bytes from pos; past a torn record, to the file's end) or
- * -ENOMEM.
+ * Adds every record header of df to s: holes skipped, pages with no header
+ * passed over. Stops at the first record the file does not hold whole.
  */
-static int64_t kvdb_scan_buf(struct kvdb_scan *s,
-			     const struct kvdb_datafile *df,
-			     const unsigned char *buf, uint64_t n, uint64_t pos,
-			     unsigned char **big)
+static int kvdb_scan_file(struct kvdb *db, struct kvdb_scan *s,
+			  const struct kvdb_datafile *df, uint64_t *done,
+			  uint64_t total)
 {
-	uint64_t o = 0;
+	struct record_iter_opts o;
+	struct record_iter it;
+	struct record r;
+	int rc;
 
-	while (o < n) {
-		struct store_hdr h;
-		int drc = store_hdr_decode(buf + o, (size_t)(n - o), &h);
-
-		if (drc == -EAGAIN && o > 0)
-			break; /* read again from here */
-		if (drc == -EAGAIN) {
-			/* buf holds the scan: the header goes to big. */
-			drc = kvdb_read_hdr(df, pos, h.hdr_len, NULL, 0, big,
-					    &h);
-			if (drc == -ENOMEM)
-				return drc;
-		}
-		if (drc < 0) {
-			o += KV_ALIGN;
+	kvdb_iter_opts(df, KVDB_SCAN_BUF, 1, &o);
+	rc = record_iter_open(&it, df->fd, 0, &o);
+	if (rc < 0) {
+		kvdb_report(db, "data file %06u.kvd: %s", df->id,
+			    strerror(-rc));
+		return rc;
+	}
+	while (rc == 0) {
+		rc = record_iter_next(&it, &r);
+		if (rc == RECORD_END || rc < 0)
+			break;
+		if (rc == RECORD_TORN) {
+			record_iter_skip(&it);
+			rc = 0;
 			continue;
 		}
-		if (kvdb_scan_add(s, df, pos + o, &h) < 0)
-			return -ENOMEM;
-		if (!s->recs[s->nrecs - 1].complete)
-			return (int64_t)(df->size - pos);
-		o += h.hdr_len + kv_align_up(h.len);
+		rc = kvdb_scan_add(s, df, r.off, &r.hdr);
+		if (rc == 0 && !s->recs[s->nrecs - 1].complete)
+			break; /* nothing after it can be whole */
+		kvdb_progress(db, KVDB_PROGRESS_STEP, "reading headers",
+			      *done + record_iter_tell(&it), total);
 	}
-	return (int64_t)o;
-}
-
-static int kvdb_scan_file(struct kvdb *db, struct kvdb_scan *s,
-			  const struct kvdb_datafile *df, unsigned char *buf,
-			  uint64_t *done, uint64_t total)
-{
-	unsigned char *big = NULL;
-	uint64_t pos = 0;
-	int rc = 0;
-
-	while (pos < df->size) {
-		uint64_t start = kvdb_next_data(df, pos);
-		int64_t o;
-		ssize_t n;
-
-		*done += start > pos ? start - pos : 0;
-		pos = start;
-		if (pos >= df->size)
-			break;
-		n = kvdb_pio(df->io, df->fd, buf, NULL,
-			     df->size - pos < KVDB_SCAN_BUF ? df->size - pos
-							    : KVDB_SCAN_BUF,
-			     pos);
-		if (n <= 0) {
-			rc = n < 0 ? (int)n : -EIO;
-			kvdb_report(db, "data file %06u.kvd at %llu: %s",
-				    df->id, (unsigned long long)pos,
-				    strerror(-rc));
-			break;
-		}
-		o = kvdb_scan_buf(s, df, buf, (uint64_t)n, pos, &big);
-		if (o < 0) {
-			rc = (int)o;
-			break;
-		}
-		pos += (uint64_t)o;
-		*done += (uint64_t)o;
-		kvdb_progress(db, KVDB_PROGRESS_STEP, "reading headers", *done,
-			      total);
-	}
-	free(big);
-	return rc;
+	if (rc < 0 && rc != -ENOMEM)
+		kvdb_report(db, "data file %06u.kvd at %llu: %s", df->id,
+			    (unsigned long long)record_iter_tell(&it),
+			    strerror(-rc));
+	record_iter_close(&it);
+	*done += df->size;
+	return rc < 0 ? rc : 0;
 }
 
 int kvdb_scan(struct kvdb *db, struct kvdb_scan *s)
 {
 	uint64_t total = 0, done = 0;
-	unsigned char *buf = malloc(KVDB_SCAN_BUF);
 	int rc = 0;
 
-	if (!buf)
-		return -ENOMEM;
 	for (size_t i = 0; i < db->ndfs; i++)
 		total += db->dfs[i].size;
 	kvdb_progress(db, KVDB_PROGRESS_BEGIN, "reading headers", 0, total);
 	for (size_t i = 0; rc == 0 && i < db->ndfs; i++)
-		rc = kvdb_scan_file(db, s, &db->dfs[i], buf, &done, total);
+		rc = kvdb_scan_file(db, s, &db->dfs[i], &done, total);
 	kvdb_progress(db, KVDB_PROGRESS_END, "reading headers", done, total);
 	s->done = 1;
-	free(buf);
 	return rc;
 }
 

@@ -2,9 +2,10 @@
 /*
  * The data files of a data directory opened whole, for the offline engines
  * (check, rebuild, compact): open every DATADIR/data/NNNNNN.kvd, find one
- * by number, read and write them through an injectable I/O table, skip
- * their holes, read one record header, and scan every header of every
- * file into a list of records (kvdb_scan). Not the block store: nothing
+ * by number, read and write them through an injectable I/O table, read one
+ * record header, and scan every header of every file into a list of
+ * records (kvdb_scan). Headers are decoded and walked by core's record
+ * codec and iterator (record.h). Not the block store: nothing
  * here appends for a writer or knows the index.
  *
  * Errors are -errno; where a message helps, it goes to the caller's error
@@ -19,15 +20,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "record.h"
 #include "store.h"
 #include "store_io.h"
 
 struct kvdb;
-
-/* Header bytes read first when the header's length is unknown. */
-#define KVDB_HDR_READ (16u * 1024u)
-/* A header longer than this is not believed (a 64 GiB payload's is 2 MiB). */
-#define KVDB_HDR_MAX (64u << 20)
 
 /* One open DATADIR/data/NNNNNN.kvd. */
 struct kvdb_datafile {
@@ -41,8 +38,6 @@ struct kvdb_datafile {
 
 /* Grows *v (of *cap elements of size sz) to hold n + 1: 0 or -ENOMEM. */
 int kvdb_grow(void **v, size_t *cap, size_t n, size_t sz);
-/* The little-endian 32-bit value at p. */
-uint32_t kvdb_le32(const unsigned char *p);
 /*
  * Writes len bytes of wbuf at off, or (wbuf NULL) reads len bytes into
  * rbuf, through io (NULL: pread/pwrite), going on after short transfers
@@ -70,19 +65,32 @@ struct kvdb_datafile *kvdb_datafile_find(struct kvdb_datafile *v, size_t n,
 					 uint32_t id);
 /* Closes the open ones of v[0..n) and frees v. */
 void kvdb_datafiles_close(struct kvdb_datafile *v, size_t n);
-/* The next offset at or after pos (KV_ALIGN-aligned) that holds data. */
-uint64_t kvdb_next_data(const struct kvdb_datafile *df, uint64_t pos);
 /*
- * Reads and decodes the header of the record at off in df: hdr_len bytes,
- * or when hdr_len is 0 what it turns out to need. The bytes go to buf when
- * they fit its buflen, else to *big (malloc'd, the old *big freed; the
- * caller frees the last); h points into them. 0, -ENODATA when the file
- * ends first, -EINVAL when the header does not decode (or is over
- * KVDB_HDR_MAX), -ENOMEM, or -errno of the read.
+ * Options of a record iterator (record.h) over df: df's I/O table, holes
+ * skipped (plain fds only), window bytes read at a time (0: the default),
+ * and with resync pages where no header starts passed over.
  */
-int kvdb_read_hdr(const struct kvdb_datafile *df, uint64_t off,
-		  uint32_t hdr_len, unsigned char *buf, size_t buflen,
-		  unsigned char **big, struct store_hdr *h);
+void kvdb_iter_opts(const struct kvdb_datafile *df, size_t window, int resync,
+		    struct record_iter_opts *o);
+
+/* The header of one record, read at a known offset (kvdb_hdr_read). */
+struct kvdb_hdr {
+	struct record_iter it;
+	struct record r; /* r.hdr: valid until kvdb_hdr_done() */
+	int open;
+};
+
+/*
+ * Reads and decodes the header of the record at off in df through the
+ * record iterator. With hdr_len (what the index says), a header that turns
+ * out longer is not believed. 0 (kh->r.hdr valid, also when the file ends
+ * in the payload), -ENODATA when the file ends first, -EINVAL when no
+ * header decodes there, -ENOMEM or -errno of the read. Call
+ * kvdb_hdr_done() whatever the outcome.
+ */
+int kvdb_hdr_read(const struct kvdb_datafile *df, uint64_t off,
+		  uint32_t hdr_len, struct kvdb_hdr *kh);
+void kvdb_hdr_done(struct kvdb_hdr *kh);
 
 /* A record header found by scanning a data file. */
 struct kvdb_rec {

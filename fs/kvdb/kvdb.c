@@ -5,10 +5,6 @@
  */
 #include "kvdb.h"
 
-#include <sys/file.h>
-#include <sys/stat.h>
-
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -17,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "datadir.h"
 #include "index.h"
 #include "log.h"
 
@@ -43,38 +40,26 @@ static void kvdb_fail(struct kvdb_error *e, int err, enum kvdb_stage stage,
 int kvdb_lock(const char *datadir, const char *who, int *fd_out,
 	      struct kvdb_error *err)
 {
-	char path[PATH_MAX], pid[32];
-	ssize_t n;
-	int fd, len, rc;
+	char path[PATH_MAX], pid[32] = "";
+	int fd;
 
-	snprintf(path, sizeof(path), "%s/kvfs.lock", datadir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rc = -errno;
-		kvdb_fail(err, rc, KVDB_STAGE_LOCK, path, "%s: %s", path,
-			  strerror(-rc));
-		return rc;
+	datadir_path(path, sizeof(path), datadir, DATADIR_LOCK);
+	fd = datadir_lock_take(datadir, pid, sizeof(pid));
+	if (fd == -EWOULDBLOCK) {
+		kvdb_fail(err, -EBUSY, KVDB_STAGE_LOCK, path,
+			  "%s is locked by process %s: a kvfs serves it or "
+			  "another kvfsctl fsck or gc runs; %s works on an "
+			  "unmounted data directory only",
+			  datadir, pid[0] ? pid : "unknown", who);
+		return -EBUSY;
 	}
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		n = pread(fd, pid, sizeof(pid) - 1, 0);
-		pid[n > 0 ? n : 0] = '\0';
-		pid[strcspn(pid, "\n")] = '\0';
-		if (rc == -EBUSY)
-			kvdb_fail(err, rc, KVDB_STAGE_LOCK, path,
-				  "%s is locked by process %s: a kvfs serves "
-				  "it or another kvfsctl fsck or gc runs; %s "
-				  "works on an unmounted data directory only",
-				  datadir, pid[0] ? pid : "unknown", who);
-		else
-			kvdb_fail(err, rc, KVDB_STAGE_LOCK, path, "%s: %s",
-				  path, strerror(-rc));
-		close(fd);
-		return rc;
+	if (fd < 0) {
+		kvdb_fail(err, fd, KVDB_STAGE_LOCK, path, "%s: %s", path,
+			  strerror(-fd));
+		return fd;
 	}
 	/* Who holds it, for a kvfs that tries to start meanwhile. */
-	len = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-	if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)len, 0) != len)
+	if (datadir_lock_record_pid(fd) < 0)
 		log_warn("cannot record our pid in %s", path);
 	*fd_out = fd;
 	return 0;
@@ -85,7 +70,7 @@ int kvdb_open_index(struct kvdb *db, struct kvdb_error *err)
 	char path[PATH_MAX];
 	int rc;
 
-	snprintf(path, sizeof(path), "%s/index.db", db->datadir);
+	datadir_path(path, sizeof(path), db->datadir, DATADIR_INDEX);
 	if (access(path, F_OK) < 0) {
 		rc = -errno;
 		kvdb_fail(err, rc, KVDB_STAGE_INDEX_MISSING, path, "%s: %s",
@@ -158,42 +143,9 @@ void kvdb_close(struct kvdb *db)
 	if (db->data_fd >= 0)
 		close(db->data_fd);
 	idx_close(db->idx);
-	if (db->lock_fd >= 0)
-		close(db->lock_fd);
+	datadir_lock_release(db->lock_fd);
 	free(db->datadir);
 	free(db);
-}
-
-int kvdb_usage(const char *datadir, struct kvdb_usage *u)
-{
-	char path[PATH_MAX];
-	struct dirent *de;
-	DIR *d;
-
-	memset(u, 0, sizeof(*u));
-	snprintf(path, sizeof(path), "%s/data", datadir);
-	d = opendir(path);
-	if (!d)
-		return errno == ENOENT ? 0 : -errno;
-	while ((de = readdir(d)) != NULL) {
-		struct stat st;
-		unsigned id;
-		int end = 0;
-
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' ||
-		    sscanf(de->d_name, "%u.kvd%n", &id, &end) != 1 ||
-		    de->d_name[end] != '\0')
-			continue;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) <
-			    0 ||
-		    !S_ISREG(st.st_mode))
-			continue;
-		u->nfiles++;
-		u->physical += (uint64_t)st.st_blocks * 512;
-		u->apparent += (uint64_t)st.st_size;
-	}
-	closedir(d);
-	return 0;
 }
 
 void kvdb_report(const struct kvdb *db, const char *fmt, ...)

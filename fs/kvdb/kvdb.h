@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * kvdb: a data directory opened as a whole, without FUSE. kvdb_open()
- * takes DATADIR/kvfs.lock (LOCK_EX, held until kvdb_close(), with our pid
- * in it so a daemon that tries to start says who has it), opens the index
+ * takes DATADIR/kvfs.lock (core's datadir.h: LOCK_EX, held until
+ * kvdb_close(), with our pid in it so a daemon that tries to start says who
+ * has it), opens the index
  * (DATADIR/index.db) and every data file (DATADIR/data/NNNNNN.kvd). The
  * offline engines run on the handle: check.h (fsck), rebuild.h (a new
  * index from the data files), compact.h (gc).
@@ -111,15 +112,6 @@ void kvdb_close(struct kvdb *db);
  */
 int kvdb_lock(const char *datadir, const char *who, int *fd_out,
 	      struct kvdb_error *err);
-
-/* Counts and sizes of DATADIR/data/NNNNNN.kvd. */
-struct kvdb_usage {
-	uint64_t nfiles;
-	uint64_t physical; /* st_blocks * 512 */
-	uint64_t apparent; /* st_size */
-};
-/* Measures datadir's data files (none when data/ is missing); -errno. */
-int kvdb_usage(const char *datadir, struct kvdb_usage *u);
 
 /* Calls db's error hook with the formatted message. */
 void kvdb_report(const struct kvdb *db, const char *fmt, ...)

@@ -15,12 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "clock.h"
 #include "kvdb.h"
 #include "log.h"
+#include "tbuf.h"
 #include "rebuild.h"
 
 struct fsck_opts {
@@ -76,14 +77,6 @@ static void fsck_error(void *arg, const char *msg)
 	kc_err("fsck", "%s", msg);
 }
 
-static double fsck_mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void fsck_progress(void *arg, enum kvdb_progress what, const char *label,
 			  uint64_t done, uint64_t total)
 {
@@ -103,7 +96,7 @@ static void fsck_progress(void *arg, enum kvdb_progress what, const char *label,
 		fprintf(stderr, "\r\033[K");
 		return;
 	}
-	now = fsck_mono();
+	now = (double)clock_monotonic_ns() / 1e9;
 	if (now - b->last < 0.1 && done < b->total)
 		return;
 	b->last = now;
@@ -296,7 +289,7 @@ static void fsck_report_text(const struct fsck_out *o)
 static void fsck_json_str_or_null(const char *s)
 {
 	if (s)
-		kc_json_str(stdout, s);
+		tbuf_json_fput(stdout, s);
 	else
 		printf("null");
 }
@@ -306,9 +299,9 @@ static void fsck_json_notes(const struct rebuild_result *rb)
 	printf("[");
 	for (size_t i = 0; i < rb->nnotes; i++) {
 		printf("%s{\"what\": ", i ? ", " : "");
-		kc_json_str(stdout, rb->notes[i].what);
+		tbuf_json_fput(stdout, rb->notes[i].what);
 		printf(", \"why\": ");
-		kc_json_str(stdout, rb->notes[i].why);
+		tbuf_json_fput(stdout, rb->notes[i].why);
 		printf("}");
 	}
 	printf("]");
@@ -317,11 +310,11 @@ static void fsck_json_notes(const struct rebuild_result *rb)
 static void fsck_json_damaged(const struct check_finding *x)
 {
 	printf("{\"path\": ");
-	kc_json_str(stdout, x->path ? x->path : "?");
+	tbuf_json_fput(stdout, x->path ? x->path : "?");
 	printf(", \"ino\": %llu, \"reason\": \"%s\", \"detail\": ",
 	       (unsigned long long)x->ino,
 	       x->kind == CHECK_SHORT ? "short" : "corrupt");
-	kc_json_str(stdout, x->detail);
+	tbuf_json_fput(stdout, x->detail);
 	printf(", \"data_file\": %u, \"offset\": %llu, \"chunk\": ",
 	       x->data_file, (unsigned long long)x->offset);
 	if (x->chunk >= 0)
@@ -396,7 +389,7 @@ static void fsck_json_fields(const struct fsck_out *o,
 static void fsck_report_json(const struct fsck_out *o)
 {
 	printf("{\"datadir\": ");
-	kc_json_str(stdout, o->datadir);
+	tbuf_json_fput(stdout, o->datadir);
 	printf(", \"data_files\": %zu, \"rebuilt\": ", o->ndfs);
 	if (o->rb->done) {
 		/* The table's first key starts the object, not a ", ". */
@@ -529,12 +522,10 @@ static int fsck_run(const struct fsck_opts *fo, const char *datadir)
 	struct kvdb_error err;
 	struct check_opts co = {.repair = fo->repair};
 	struct rebuild_opts ro;
-	struct timespec ts;
 	struct kvdb *db = NULL;
 	int ret = KC_EXIT_ERROR;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	co.now_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	co.now_ns = (int64_t)clock_realtime_ns();
 	ro.now_ns = co.now_ns;
 	if (kvdb_open(&db, datadir, &ko, &err) < 0) {
 		fsck_open_err(datadir, &err);

@@ -17,6 +17,7 @@
 #include "compact.h"
 #include "kvdb.h"
 #include "log.h"
+#include "tbuf.h"
 
 struct gc_opts {
 	int json;
@@ -113,7 +114,7 @@ static void gc_report_json(const char *datadir, const struct gc_opts *o,
 			   const struct compact_result *g)
 {
 	printf("{\"datadir\": ");
-	kc_json_str(stdout, datadir);
+	tbuf_json_fput(stdout, datadir);
 	printf(", \"threshold\": %u, \"dry_run\": %s, \"files\": [",
 	       o->threshold, o->dry_run ? "true" : "false");
 	for (size_t i = 0; i < g->nfiles; i++) {
@@ -137,7 +138,7 @@ static void gc_report_json(const char *datadir, const struct gc_opts *o,
 			printf("null");
 		printf(", \"reason\": ");
 		if (r->why)
-			kc_json_str(stdout, r->why);
+			tbuf_json_fput(stdout, r->why);
 		else
 			printf("null");
 		printf("}");
