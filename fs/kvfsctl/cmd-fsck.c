@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "kvdb.h"
 #include "log.h"
+#include "offline.h"
 #include "tbuf.h"
 #include "rebuild.h"
 
@@ -45,6 +46,9 @@ struct fsck_out {
 	const struct rebuild_result *rb;
 	const struct check_result *res;
 };
+
+static const struct kc_offline fsck_offline = {
+	.cmd = "fsck", .mounted_hint = "", .lockers = "fsck"};
 
 static const char fsck_usage[] =
 	"usage: kvfsctl fsck [--repair] [--rebuild-index] [--json] DATADIR\n"
@@ -71,10 +75,11 @@ static const char fsck_usage[] =
 
 /* --- hooks ------------------------------------------------------------ */
 
+/* The hooks' arg is the progress bar: the command's name is known here. */
 static void fsck_error(void *arg, const char *msg)
 {
 	(void)arg;
-	kc_err("fsck", "%s", msg);
+	kc_offline_error((void *)"fsck", msg);
 }
 
 static void fsck_progress(void *arg, enum kvdb_progress what, const char *label,
@@ -441,49 +446,10 @@ static int fsck_parse(struct fsck_opts *f, int argc, char **argv, int *help)
 			*help = 1;
 			break;
 		default:
-			kc_err("fsck",
-			       "unknown option '%s'; try 'kvfsctl fsck --help'",
-			       argv[optind - 1]);
-			return -1;
+			return kc_offline_badopt("fsck", argv[optind - 1]);
 		}
 	}
-	if (*help)
-		return 0;
-	if (argc - optind != 1) {
-		kc_err("fsck", "%s; try 'kvfsctl fsck --help'",
-		       argc - optind < 1
-			       ? "missing DATADIR"
-			       : "too many arguments: expected DATADIR");
-		return -1;
-	}
-	return optind;
-}
-
-/* Resolves arg to an unmounted data directory (malloc'd), or NULL. */
-static char *fsck_datadir(const char *arg)
-{
-	struct kc_target t;
-	char *datadir;
-
-	if (kc_target_open("fsck", arg, &t) < 0)
-		return NULL;
-	if (t.mounted && t.mountpoint)
-		kc_err("fsck",
-		       "%s is being served by kvfs (pid %ld, mounted at %s): "
-		       "fsck works on an unmounted data directory only; "
-		       "unmount it first (fusermount3 -u %s)",
-		       t.datadir, t.pid, t.mountpoint, t.mountpoint);
-	else if (t.mounted)
-		kc_err("fsck",
-		       "%s is locked by process %ld: a kvfs serves it or "
-		       "another kvfsctl fsck runs; fsck works on an unmounted "
-		       "data directory only",
-		       t.datadir, t.pid);
-	datadir = t.mounted ? NULL : t.datadir;
-	if (!t.mounted)
-		t.datadir = NULL;
-	kc_target_free(&t);
-	return datadir;
+	return *help ? 0 : kc_offline_nargs("fsck", argc, optind);
 }
 
 /* Says why kvdb_open() or kvdb_open_index() failed, as fsck words it. */
@@ -575,14 +541,12 @@ int kc_fsck(int argc, char **argv)
 		fputs(fsck_usage, stdout);
 		return KC_EXIT_OK;
 	}
-	datadir = fsck_datadir(argv[i]);
+	datadir = kc_offline_datadir(&fsck_offline, argv[i]);
 	if (!datadir)
 		return KC_EXIT_ERROR;
-	if (fo.repair || fo.rebuild) {
-		/* What an operator changed goes to the system log. */
-		log_use_syslog("kvfsctl");
-		log_set_level(LOG_LVL_INFO);
-	}
+	/* What an operator changed goes to the system log. */
+	if (fo.repair || fo.rebuild)
+		kc_offline_log_changes();
 	ret = fsck_run(&fo, datadir);
 	free(datadir);
 	return ret;

@@ -17,7 +17,14 @@
 #include "compact.h"
 #include "kvdb.h"
 #include "log.h"
+#include "offline.h"
 #include "tbuf.h"
+
+static const struct kc_offline gc_offline = {
+	.cmd = "gc",
+	.mounted_hint = ", or use kvfsctl evict on the mount",
+	.lockers = "fsck or gc",
+};
 
 struct gc_opts {
 	int json;
@@ -216,56 +223,10 @@ static int gc_parse(struct gc_opts *g, int argc, char **argv, int *help)
 			       argv[optind - 1]);
 			return -1;
 		default:
-			kc_err("gc",
-			       "unknown option '%s'; try 'kvfsctl gc --help'",
-			       argv[optind - 1]);
-			return -1;
+			return kc_offline_badopt("gc", argv[optind - 1]);
 		}
 	}
-	if (*help)
-		return 0;
-	if (argc - optind != 1) {
-		kc_err("gc", "%s; try 'kvfsctl gc --help'",
-		       argc - optind < 1
-			       ? "missing DATADIR"
-			       : "too many arguments: expected DATADIR");
-		return -1;
-	}
-	return optind;
-}
-
-static void gc_error(void *arg, const char *msg)
-{
-	(void)arg;
-	kc_err("gc", "%s", msg);
-}
-
-/* Resolves arg to an unmounted data directory (malloc'd), or NULL. */
-static char *gc_datadir(const char *arg)
-{
-	struct kc_target t;
-	char *datadir;
-
-	if (kc_target_open("gc", arg, &t) < 0)
-		return NULL;
-	if (t.mounted && t.mountpoint)
-		kc_err("gc",
-		       "%s is being served by kvfs (pid %ld, mounted at %s): "
-		       "gc works on an unmounted data directory only; "
-		       "unmount it first (fusermount3 -u %s), or use kvfsctl "
-		       "evict on the mount",
-		       t.datadir, t.pid, t.mountpoint, t.mountpoint);
-	else if (t.mounted)
-		kc_err("gc",
-		       "%s is locked by process %ld: a kvfs serves it or "
-		       "another kvfsctl fsck or gc runs; gc works on an "
-		       "unmounted data directory only",
-		       t.datadir, t.pid);
-	datadir = t.mounted ? NULL : t.datadir;
-	if (!t.mounted)
-		t.datadir = NULL;
-	kc_target_free(&t);
-	return datadir;
+	return *help ? 0 : kc_offline_nargs("gc", argc, optind);
 }
 
 /* Opens, compacts and reports; returns the exit status. */
@@ -275,7 +236,7 @@ static int gc_run(const struct gc_opts *go, const char *datadir)
 		.flags = KVDB_DATA_RW | KVDB_DATA_DIR | KVDB_INDEX_DURABLE,
 		.max_id = COMPACT_MAX_ID,
 		.who = "gc",
-		.hooks = {.error = gc_error},
+		.hooks = {.error = kc_offline_error, .arg = (void *)"gc"},
 	};
 	struct compact_opts co = {.threshold = go->threshold,
 				  .dry_run = go->dry_run};
@@ -323,14 +284,12 @@ int kc_gc(int argc, char **argv)
 		fputs(gc_usage, stdout);
 		return KC_EXIT_OK;
 	}
-	datadir = gc_datadir(argv[i]);
+	datadir = kc_offline_datadir(&gc_offline, argv[i]);
 	if (!datadir)
 		return KC_EXIT_ERROR;
-	if (!go.dry_run) {
-		/* What an operator changed goes to the system log. */
-		log_use_syslog("kvfsctl");
-		log_set_level(LOG_LVL_INFO);
-	}
+	/* What an operator changed goes to the system log. */
+	if (!go.dry_run)
+		kc_offline_log_changes();
 	ret = gc_run(&go, datadir);
 	free(datadir);
 	return ret;
