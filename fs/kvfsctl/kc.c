@@ -50,20 +50,6 @@ void kc_err(const char *cmd, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-void kc_json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(f, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			fprintf(f, "\\u%04x", (unsigned char)*s);
-		else
-			fputc(*s, f);
-	}
-	fputc('"', f);
-}
-
 const char *kc_size(char *buf, size_t len, uint64_t bytes)
 {
 	static const char *const unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};

@@ -54,81 +54,8 @@ void kc_target_free(struct kc_target *t);
 /* "kvfsctl CMD: message" on stderr. */
 void kc_err(const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/*
- * Writes s as a JSON string literal. Kept for fsck and gc only, which
- * still call it; kvfsctl's other commands write with core's
- * tbuf_json_fput().
- */
-void kc_json_str(FILE *f, const char *s);
 /* Human size: "0 B", "4.0 KiB", "1.50 GiB". Returns buf. */
 const char *kc_size(char *buf, size_t len, uint64_t bytes);
-
-/*
- * --- fsck and gc while they are still fs/kvfsctl_{fsck,gc,data}.c -------
- * (the data-directory library in fs/kvdb/ replaces what follows, down to
- * kc_read_hdr(); these go with those files)
- *
- * Takes DATADIR/kvfs.lock (LOCK_EX) the way kvfs does and writes our pid
- * into it, so no daemon can start meanwhile; *fd_out holds it until closed.
- * -EBUSY, after saying who holds it ("kvfsctl CMD: ..."), when a kvfs or
- * another kvfsctl has it; other -errno after saying what failed.
- */
-int kc_lock_datadir(const char *cmd, const char *datadir, int *fd_out);
-
-/* Data files, offline (kvfsctl_data.c). */
-/* Header bytes read first when the header's length is unknown. */
-#define KC_HDR_READ (16u * 1024u)
-/* A header longer than this is not believed (a 64 GiB payload's is 2 MiB). */
-#define KC_HDR_MAX (64u << 20)
-
-/* One open DATADIR/data/NNNNNN.kvd. */
-struct kc_datafile {
-	uint32_t id;
-	int fd;		   /* -1 once closed */
-	uint64_t size;	   /* st_size */
-	uint64_t physical; /* st_blocks * 512 */
-};
-
-/* Grows *v (of *cap elements of size sz) to hold n + 1: 0 or -ENOMEM. */
-int kc_grow(void **v, size_t *cap, size_t n, size_t sz);
-/* The little-endian 32-bit value at p. */
-uint32_t kc_le32(const unsigned char *p);
-/*
- * Writes len bytes of wbuf at off, or (wbuf NULL) reads len bytes into
- * rbuf, going on after short transfers and EINTR. Returns the bytes moved
- * (fewer than len at EOF, or when a write moves none) or -errno.
- */
-ssize_t kc_pio(int fd, void *rbuf, const void *wbuf, size_t len, uint64_t off);
-
-/*
- * Opens (open(2) flags | O_CLOEXEC | O_NOFOLLOW) every regular
- * DATADIR/data/NNNNNN.kvd numbered max_id at most into *v (*n of them,
- * sorted by id; the caller starts with *v NULL and *n 0, and frees with
- * kc_datafiles_close() whatever the outcome). None when data/ is missing.
- * With dir_fd, *dir_fd gets data/ itself (O_RDONLY|O_DIRECTORY). Says what
- * failed ("kvfsctl CMD: ...") and returns -errno.
- */
-int kc_datafiles_open(const char *cmd, const char *datadir, int flags,
-		      uint32_t max_id, int *dir_fd, struct kc_datafile **v,
-		      size_t *n);
-/* Data file id of v[0..n) (sorted by id), or NULL. */
-struct kc_datafile *kc_datafile_find(struct kc_datafile *v, size_t n,
-				     uint32_t id);
-/* Closes the open ones of v[0..n) and frees v. */
-void kc_datafiles_close(struct kc_datafile *v, size_t n);
-/* The next offset at or after pos (KV_ALIGN-aligned) that holds data. */
-uint64_t kc_next_data(const struct kc_datafile *df, uint64_t pos);
-/*
- * Reads and decodes the header of the record at off in df: hdr_len bytes,
- * or when hdr_len is 0 what it turns out to need. The bytes go to buf when
- * they fit its buflen, else to *big (malloc'd, the old *big freed; the
- * caller frees the last); h points into them. 0, -ENODATA when the file
- * ends first, -EINVAL when the header does not decode (or is over
- * KC_HDR_MAX), -ENOMEM, or -errno of the read.
- */
-int kc_read_hdr(const struct kc_datafile *df, uint64_t off, uint32_t hdr_len,
-		unsigned char *buf, size_t buflen, unsigned char **big,
-		struct store_hdr *h);
 
 /* --- what the commands share (kc.c) ---------------------------------- */
 
