@@ -22,6 +22,7 @@
 #include "capacity.h"
 #include "ctlfiles.h"
 #include "fs.h"
+#include "ctlproto.h"
 #include "notify.h"
 #include "tbuf.h"
 
@@ -103,13 +104,6 @@ void fs_ctl_getattr(struct fs *fs, fuse_req_t req, uint64_t ino)
 	fuse_reply_attr(req, &st, 0);
 }
 
-static void fs_ctl_metric(struct tbuf *t, const char *name, const char *type,
-			  const char *help, uint64_t v)
-{
-	tbuf_printf(t, "# HELP kvfs_%s %s\n# TYPE kvfs_%s %s\nkvfs_%s %llu\n",
-		    name, help, name, type, name, (unsigned long long)v);
-}
-
 static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 {
 	struct store_stats ss;
@@ -122,88 +116,49 @@ static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 	pthread_mutex_lock(&fs->dirty_lock);
 	dirty = fs->dirty_bytes;
 	pthread_mutex_unlock(&fs->dirty_lock);
-	fs_ctl_metric(t, "lookup_probes_total", "counter",
-		      "Index probes (batches) run by the lookup manager.",
-		      vs.probes);
-	fs_ctl_metric(t, "lookup_batched_keys_total", "counter",
-		      "Names sent to the index in probe batches.",
-		      vs.batched_keys);
-	fs_ctl_metric(t, "lookup_coalesced_total", "counter",
-		      "Lookups that joined a probe already queued or running.",
-		      vs.coalesced);
-	fs_ctl_metric(t, "lookup_hits_total", "counter",
-		      "Lookups answered: the name exists.", vs.hits);
-	fs_ctl_metric(t, "lookup_misses_total", "counter",
-		      "Lookups answered: the name does not exist.", vs.misses);
-	fs_ctl_metric(t, "lookup_cancelled_total", "counter",
-		      "Parked lookups interrupted by their caller.",
-		      vs.cancelled);
-	fs_ctl_metric(t, "lookup_probe_errors_total", "counter",
-		      "Probe batches the index failed.", vs.probe_errors);
-	fs_ctl_metric(t, "marked_misses_total", "counter",
-		      "Names turned into misses after a failed read.",
-		      vs.marked_misses);
-	fs_ctl_metric(t, "stale_results_total", "counter",
-		      "Probe results discarded for an older generation.",
-		      vs.stale_discarded);
-	fs_ctl_metric(t, "kernel_invalidations_total", "counter",
-		      "Kernel cache invalidations sent.",
-		      notify_count(fs->notify));
-	fs_ctl_metric(t, "verdicts", "gauge", "Verdicts held.", vs.nverdicts);
-	fs_ctl_metric(t, "quarantined", "gauge",
-		      "Names quarantined after a failed read.",
-		      vs.nquarantined);
-	fs_ctl_metric(t, "lookups_parked", "gauge",
-		      "Lookups waiting for a probe.", vs.nparked);
-	fs_ctl_metric(t, "dropped_total", "counter",
-		      "Blocks dropped because their record was cut short.",
-		      atomic_load(&fs->dropped));
-	fs_ctl_metric(t, "quarantined_total", "counter",
-		      "Blocks quarantined after a failed read (data kept).",
-		      atomic_load(&fs->quarantined));
-	fs_ctl_metric(t, "store_appends_total", "counter",
-		      "Records appended to data files.", ss.appends);
-	fs_ctl_metric(t, "store_append_bytes_total", "counter",
-		      "Bytes appended to data files.", ss.append_bytes);
-	fs_ctl_metric(t, "store_reads_total", "counter",
-		      "Reads from data files.", ss.reads);
-	fs_ctl_metric(t, "store_read_bytes_total", "counter",
-		      "Bytes read from data files.", ss.read_bytes);
-	fs_ctl_metric(t, "store_frees_total", "counter",
-		      "Records freed (holes punched).", ss.frees);
-	fs_ctl_metric(t, "store_files_removed_total", "counter",
-		      "Data files removed once empty.", ss.files_removed);
-	fs_ctl_metric(t, "read_short_records_total", "counter",
-		      "Reads that found a record cut short.", ss.short_records);
-	fs_ctl_metric(t, "read_checksum_errors_total", "counter",
-		      "Reads that failed a CRC32C check.", ss.crc_errors);
-	fs_ctl_metric(t, "io_errors_total", "counter", "Data-file I/O errors.",
-		      ss.io_errors);
-	fs_ctl_metric(t, "disk_enospc_total", "counter",
-		      "Stores refused because the backing disk is full.",
-		      ss.enospc);
-	fs_ctl_metric(t, "evicted_total", "counter",
-		      "Blocks evicted to stay under the capacity.",
-		      atomic_load(&fs->cap->evicted));
-	fs_ctl_metric(t, "capacity_enospc_total", "counter",
-		      "Stores refused: capacity reached, nothing evictable.",
-		      atomic_load(&fs->cap->enospc));
-	fs_ctl_metric(t, "tmp_removed_total", "counter",
-		      "Stale engine temporary files removed.",
-		      atomic_load(&fs->tmp_removed));
-	fs_ctl_metric(t, "capacity_bytes", "gauge", "Configured capacity.",
-		      fs->cfg.capacity);
-	fs_ctl_metric(t, "used_bytes", "gauge",
-		      "Physical bytes used by data files and the index.",
-		      fs_used(fs));
-	fs_ctl_metric(t, "data_files", "gauge", "Data files.",
-		      atomic_load(&fs->cap->ndatafiles));
-	fs_ctl_metric(t, "dirty_bytes", "gauge",
-		      "Memory held by unsaved writes.", dirty);
+	ctlproto_metric_put(t, CTLPROTO_M_LOOKUP_PROBES, vs.probes);
+	ctlproto_metric_put(t, CTLPROTO_M_LOOKUP_BATCHED_KEYS, vs.batched_keys);
+	ctlproto_metric_put(t, CTLPROTO_M_LOOKUP_COALESCED, vs.coalesced);
+	ctlproto_metric_put(t, CTLPROTO_M_LOOKUP_HITS, vs.hits);
+	ctlproto_metric_put(t, CTLPROTO_M_LOOKUP_MISSES, vs.misses);
+	ctlproto_metric_put(t, CTLPROTO_M_LOOKUP_CANCELLED, vs.cancelled);
+	ctlproto_metric_put(t, CTLPROTO_M_LOOKUP_PROBE_ERRORS, vs.probe_errors);
+	ctlproto_metric_put(t, CTLPROTO_M_MARKED_MISSES, vs.marked_misses);
+	ctlproto_metric_put(t, CTLPROTO_M_STALE_RESULTS, vs.stale_discarded);
+	ctlproto_metric_put(t, CTLPROTO_M_KERNEL_INVALIDATIONS,
+			    notify_count(fs->notify));
+	ctlproto_metric_put(t, CTLPROTO_M_VERDICTS, vs.nverdicts);
+	ctlproto_metric_put(t, CTLPROTO_M_QUARANTINED, vs.nquarantined);
+	ctlproto_metric_put(t, CTLPROTO_M_LOOKUPS_PARKED, vs.nparked);
+	ctlproto_metric_put(t, CTLPROTO_M_DROPPED, atomic_load(&fs->dropped));
+	ctlproto_metric_put(t, CTLPROTO_M_QUARANTINED_TOTAL,
+			    atomic_load(&fs->quarantined));
+	ctlproto_metric_put(t, CTLPROTO_M_STORE_APPENDS, ss.appends);
+	ctlproto_metric_put(t, CTLPROTO_M_STORE_APPEND_BYTES, ss.append_bytes);
+	ctlproto_metric_put(t, CTLPROTO_M_STORE_READS, ss.reads);
+	ctlproto_metric_put(t, CTLPROTO_M_STORE_READ_BYTES, ss.read_bytes);
+	ctlproto_metric_put(t, CTLPROTO_M_STORE_FREES, ss.frees);
+	ctlproto_metric_put(t, CTLPROTO_M_STORE_FILES_REMOVED,
+			    ss.files_removed);
+	ctlproto_metric_put(t, CTLPROTO_M_READ_SHORT_RECORDS, ss.short_records);
+	ctlproto_metric_put(t, CTLPROTO_M_READ_CHECKSUM_ERRORS, ss.crc_errors);
+	ctlproto_metric_put(t, CTLPROTO_M_IO_ERRORS, ss.io_errors);
+	ctlproto_metric_put(t, CTLPROTO_M_DISK_ENOSPC, ss.enospc);
+	ctlproto_metric_put(t, CTLPROTO_M_EVICTED,
+			    atomic_load(&fs->cap->evicted));
+	ctlproto_metric_put(t, CTLPROTO_M_CAPACITY_ENOSPC,
+			    atomic_load(&fs->cap->enospc));
+	ctlproto_metric_put(t, CTLPROTO_M_TMP_REMOVED,
+			    atomic_load(&fs->tmp_removed));
+	ctlproto_metric_put(t, CTLPROTO_M_CAPACITY_BYTES, fs->cfg.capacity);
+	ctlproto_metric_put(t, CTLPROTO_M_USED_BYTES, fs_used(fs));
+	ctlproto_metric_put(t, CTLPROTO_M_DATA_FILES,
+			    atomic_load(&fs->cap->ndatafiles));
+	ctlproto_metric_put(t, CTLPROTO_M_DIRTY_BYTES, dirty);
 	pthread_mutex_lock(&fs->nodes_lock);
 	nnodes = fs->nnodes;
 	pthread_mutex_unlock(&fs->nodes_lock);
-	fs_ctl_metric(t, "nodes", "gauge", "Inodes held in memory.", nnodes);
+	ctlproto_metric_put(t, CTLPROTO_M_NODES, nnodes);
 }
 
 static void fs_ctl_status(struct fs *fs, struct tbuf *t)

@@ -35,6 +35,7 @@
 #include "capacity.h"
 #include "ctlfiles.h"
 #include "fs.h"
+#include "ctlproto.h"
 #include "notify.h"
 #include "tbuf.h"
 
@@ -47,112 +48,6 @@ struct ctlsock {
 	struct idx *scan; /* second connection, the thread's only */
 	int scan_failed;  /* opening it failed once: do not retry */
 };
-
-/* A response being built; oom once any append failed. */
-struct ctlsock_buf {
-	char *buf;
-	size_t len;
-	size_t cap;
-	int oom;
-};
-
-static void ctlsock_printf(struct ctlsock_buf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void ctlsock_printf(struct ctlsock_buf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (b->oom)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(b->buf ? b->buf + b->len : NULL,
-		      b->buf ? b->cap - b->len : 0, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		b->oom = 1;
-		return;
-	}
-	if (!b->buf || b->len + (size_t)n >= b->cap) {
-		size_t ncap = b->cap ? b->cap : 1024;
-		char *nb;
-
-		while (ncap <= b->len + (size_t)n)
-			ncap *= 2;
-		nb = realloc(b->buf, ncap);
-		if (!nb) {
-			b->oom = 1;
-			return;
-		}
-		b->buf = nb;
-		b->cap = ncap;
-		va_start(ap, fmt);
-		vsnprintf(b->buf + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-	}
-	b->len += (size_t)n;
-}
-
-/* Appends s as a JSON string literal (core/tbuf.h's writer). */
-static void ctlsock_json_str(struct ctlsock_buf *b, const char *s)
-{
-	struct tbuf t;
-
-	tbuf_init(&t);
-	tbuf_json_str(&t, s);
-	if (t.oom)
-		b->oom = 1;
-	else
-		ctlsock_printf(b, "%s", t.buf);
-	tbuf_release(&t);
-}
-
-static void ctlsock_error(struct ctlsock_buf *b, int rc, const char *msg)
-{
-	const char *name = strerrorname_np(-rc);
-
-	b->len = 0;
-	ctlsock_printf(b, "{\"ok\": false, \"error\": ");
-	ctlsock_json_str(b, name ? name : "EIO");
-	ctlsock_printf(b, ", \"message\": ");
-	ctlsock_json_str(b, msg ? msg : strerror(-rc));
-	ctlsock_printf(b, "}\n");
-}
-
-static int ctlsock_hex(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Undoes the percent-encoding of s in place; -EINVAL on a bad escape. */
-static int ctlsock_decode(char *s)
-{
-	char *out = s;
-
-	for (; *s; s++) {
-		int hi, lo;
-
-		if (*s != '%') {
-			*out++ = *s;
-			continue;
-		}
-		hi = ctlsock_hex(s[1]);
-		lo = hi < 0 ? -1 : ctlsock_hex(s[2]);
-		if (lo < 0 || (hi | lo) == 0)
-			return -EINVAL; /* bad digits, or an encoded NUL */
-		*out++ = (char)(hi << 4 | lo);
-		s += 2;
-	}
-	*out = '\0';
-	return 0;
-}
 
 /*
  * Resolves path (modified) to the key (*parent, *name) the lookup manager
@@ -245,10 +140,9 @@ static const char *ctlsock_result(enum vc_outcome r)
 	}
 }
 
-static void ctlsock_verdict_json(struct ctlsock_buf *b,
-				 const struct vc_info *vi)
+static void ctlsock_verdict_json(struct tbuf *b, const struct vc_info *vi)
 {
-	ctlsock_printf(
+	tbuf_printf(
 		b,
 		"{\"phase\": \"%s\", \"result\": \"%s\", "
 		"\"generation\": %llu, \"ino\": %llu, "
@@ -259,7 +153,7 @@ static void ctlsock_verdict_json(struct ctlsock_buf *b,
 		vi->quarantined ? "true" : "false", vi->nwaiters, vi->nrefs);
 }
 
-static void ctlsock_status(struct ctlsock *cs, struct ctlsock_buf *b)
+static void ctlsock_status(struct ctlsock *cs, struct tbuf *b)
 {
 	struct fs *fs = cs->fs;
 	uint64_t ninodes = 0, nbytes = 0, dirty;
@@ -289,56 +183,56 @@ static void ctlsock_status(struct ctlsock *cs, struct ctlsock_buf *b)
 	pthread_mutex_unlock(&fs->dirty_lock);
 	clock_gettime(CLOCK_REALTIME, &now);
 
-	ctlsock_printf(b, "{\"ok\": true, \"version\": \"%s\", \"datadir\": ",
-		       KVFS_VERSION);
-	ctlsock_json_str(b, fs->cfg.datadir);
-	ctlsock_printf(b, ", \"mountpoint\": ");
-	ctlsock_json_str(b, fs->cfg.mountpoint);
-	ctlsock_printf(b,
-		       ", \"pid\": %ld, \"uptime_seconds\": %lld, "
-		       "\"inodes\": %llu, \"bytes\": %llu",
-		       (long)getpid(),
-		       (long long)(now.tv_sec - fs->start_time.tv_sec),
-		       (unsigned long long)ninodes, (unsigned long long)nbytes);
+	tbuf_printf(b, "{\"ok\": true, \"version\": \"%s\", \"datadir\": ",
+		    KVFS_VERSION);
+	tbuf_json_str(b, fs->cfg.datadir);
+	tbuf_printf(b, ", \"mountpoint\": ");
+	tbuf_json_str(b, fs->cfg.mountpoint);
+	tbuf_printf(b,
+		    ", \"pid\": %ld, \"uptime_seconds\": %lld, "
+		    "\"inodes\": %llu, \"bytes\": %llu",
+		    (long)getpid(),
+		    (long long)(now.tv_sec - fs->start_time.tv_sec),
+		    (unsigned long long)ninodes, (unsigned long long)nbytes);
 	if (have_counts)
-		ctlsock_printf(b,
-			       ", \"files\": %llu, \"directories\": %llu, "
-			       "\"others\": %llu, \"orphans\": %llu, "
-			       "\"records\": %llu, \"record_bytes\": %llu",
-			       (unsigned long long)c.files,
-			       (unsigned long long)c.dirs,
-			       (unsigned long long)c.others,
-			       (unsigned long long)c.orphans,
-			       (unsigned long long)c.records,
-			       (unsigned long long)c.record_bytes);
+		tbuf_printf(b,
+			    ", \"files\": %llu, \"directories\": %llu, "
+			    "\"others\": %llu, \"orphans\": %llu, "
+			    "\"records\": %llu, \"record_bytes\": %llu",
+			    (unsigned long long)c.files,
+			    (unsigned long long)c.dirs,
+			    (unsigned long long)c.others,
+			    (unsigned long long)c.orphans,
+			    (unsigned long long)c.records,
+			    (unsigned long long)c.record_bytes);
 	else
-		ctlsock_printf(b, ", \"files\": null, \"directories\": null");
-	ctlsock_printf(b,
-		       ", \"dirty_bytes\": %llu, \"dirty_limit\": %llu, "
-		       "\"verdicts\": %zu, \"quarantined\": %zu}\n",
-		       (unsigned long long)dirty,
-		       (unsigned long long)fs->cfg.dirty_limit, vs.nverdicts,
-		       vs.nquarantined);
+		tbuf_printf(b, ", \"files\": null, \"directories\": null");
+	tbuf_printf(b,
+		    ", \"dirty_bytes\": %llu, \"dirty_limit\": %llu, "
+		    "\"verdicts\": %zu, \"quarantined\": %zu}\n",
+		    (unsigned long long)dirty,
+		    (unsigned long long)fs->cfg.dirty_limit, vs.nverdicts,
+		    vs.nquarantined);
 }
 
-static void ctlsock_info(struct ctlsock *cs, struct ctlsock_buf *b)
+static void ctlsock_info(struct ctlsock *cs, struct tbuf *b)
 {
 	struct fs *fs = cs->fs;
 
-	ctlsock_printf(b, "{\"ok\": true, \"version\": \"%s\", \"datadir\": ",
-		       KVFS_VERSION);
-	ctlsock_json_str(b, fs->cfg.datadir);
-	ctlsock_printf(b, ", \"mountpoint\": ");
-	ctlsock_json_str(b, fs->cfg.mountpoint);
-	ctlsock_printf(b, ", \"pid\": %ld}\n", (long)getpid());
+	tbuf_printf(b, "{\"ok\": true, \"version\": \"%s\", \"datadir\": ",
+		    KVFS_VERSION);
+	tbuf_json_str(b, fs->cfg.datadir);
+	tbuf_printf(b, ", \"mountpoint\": ");
+	tbuf_json_str(b, fs->cfg.mountpoint);
+	tbuf_printf(b, ", \"pid\": %ld}\n", (long)getpid());
 }
 
-static void ctlsock_verdicts(struct ctlsock *cs, struct ctlsock_buf *b)
+static void ctlsock_verdicts(struct ctlsock *cs, struct tbuf *b)
 {
 	struct vc_stats vs;
 
 	vc_get_stats(cs->fs->vc, &vs);
-	ctlsock_printf(
+	tbuf_printf(
 		b,
 		"{\"ok\": true, \"verdicts\": %zu, \"pending\": %zu, "
 		"\"quarantined\": %zu, \"parked\": %zu, \"probes\": %llu, "
@@ -359,7 +253,7 @@ static void ctlsock_verdicts(struct ctlsock *cs, struct ctlsock_buf *b)
 }
 
 /* "verdict PATH" and "clear PATH"; path is decoded, then consumed. */
-static void ctlsock_name(struct ctlsock *cs, struct ctlsock_buf *b, char *path,
+static void ctlsock_name(struct ctlsock *cs, struct tbuf *b, char *path,
 			 int clear, const struct ucred *peer)
 {
 	struct fs *fs = cs->fs;
@@ -372,40 +266,40 @@ static void ctlsock_name(struct ctlsock *cs, struct ctlsock_buf *b, char *path,
 
 	shown = strdup(path);
 	if (!shown) {
-		ctlsock_error(b, -ENOMEM, NULL);
+		ctlproto_error(b, -ENOMEM, NULL);
 		return;
 	}
 	rc = ctlsock_resolve(fs, path, &parent, &name, &why);
 	if (rc < 0) {
-		ctlsock_error(b, rc, why);
+		ctlproto_error(b, rc, why);
 		goto out_free;
 	}
 	had = vc_query(fs->vc, parent, name, &vi) == 0;
 	rc = idx_lookup(fs->idx, parent, name, &a);
 	if (rc < 0 && rc != -ENOENT) {
-		ctlsock_error(b, rc, "cannot read the index");
+		ctlproto_error(b, rc, "cannot read the index");
 		goto out_free;
 	}
 	in_index = rc == 0;
 
-	ctlsock_printf(b, "{\"ok\": true, \"path\": ");
-	ctlsock_json_str(b, shown);
-	ctlsock_printf(b, ", \"parent\": %llu, \"name\": ",
-		       (unsigned long long)parent);
-	ctlsock_json_str(b, name);
+	tbuf_printf(b, "{\"ok\": true, \"path\": ");
+	tbuf_json_str(b, shown);
+	tbuf_printf(b, ", \"parent\": %llu, \"name\": ",
+		    (unsigned long long)parent);
+	tbuf_json_str(b, name);
 	if (in_index)
-		ctlsock_printf(b,
-			       ", \"index\": {\"exists\": true, \"ino\": %llu, "
-			       "\"size\": %llu}",
-			       (unsigned long long)a.ino,
-			       (unsigned long long)a.size);
+		tbuf_printf(b,
+			    ", \"index\": {\"exists\": true, \"ino\": %llu, "
+			    "\"size\": %llu}",
+			    (unsigned long long)a.ino,
+			    (unsigned long long)a.size);
 	else
-		ctlsock_printf(b, ", \"index\": {\"exists\": false}");
-	ctlsock_printf(b, ", \"verdict\": ");
+		tbuf_printf(b, ", \"index\": {\"exists\": false}");
+	tbuf_printf(b, ", \"verdict\": ");
 	if (had)
 		ctlsock_verdict_json(b, &vi);
 	else
-		ctlsock_printf(b, "null");
+		tbuf_printf(b, "null");
 
 	if (clear) {
 		changed = vc_clear(fs->vc, parent, name);
@@ -414,8 +308,7 @@ static void ctlsock_name(struct ctlsock *cs, struct ctlsock_buf *b, char *path,
 		 * entry that came from it: the next lookup must reach us.
 		 */
 		notify_entry_sync(fs->notify, parent, name);
-		ctlsock_printf(b, ", \"changed\": %s",
-			       changed ? "true" : "false");
+		tbuf_printf(b, ", \"changed\": %s", changed ? "true" : "false");
 		if (changed && had)
 			log_info("cleared the verdict of %s (%s%s, generation "
 				 "%llu) for uid %u pid %ld; the next lookup "
@@ -432,7 +325,7 @@ static void ctlsock_name(struct ctlsock *cs, struct ctlsock_buf *b, char *path,
 					   "nothing to clear"
 					 : "no verdict held, nothing to clear");
 	}
-	ctlsock_printf(b, "}\n");
+	tbuf_printf(b, "}\n");
 out_free:
 	free(shown);
 }
@@ -467,8 +360,8 @@ static int ctlsock_target(const struct fs *fs, const char *arg,
 }
 
 /* "evict TARGET": evicts least-recently-used blocks down to TARGET. */
-static void ctlsock_evict(struct ctlsock *cs, struct ctlsock_buf *b,
-			  const char *arg, const struct ucred *peer)
+static void ctlsock_evict(struct ctlsock *cs, struct tbuf *b, const char *arg,
+			  const struct ucred *peer)
 {
 	struct fs *fs = cs->fs;
 	struct fs_evict_result r;
@@ -476,9 +369,9 @@ static void ctlsock_evict(struct ctlsock *cs, struct ctlsock_buf *b,
 	int reached;
 
 	if (ctlsock_target(fs, arg, &target) < 0) {
-		ctlsock_error(b, -EINVAL,
-			      "bad eviction target; expected a byte count or "
-			      "a percentage of the capacity (N%)");
+		ctlproto_error(b, -EINVAL,
+			       "bad eviction target; expected a byte count or "
+			       "a percentage of the capacity (N%)");
 		return;
 	}
 	fs_evict(fs, target, &r);
@@ -502,74 +395,60 @@ static void ctlsock_evict(struct ctlsock *cs, struct ctlsock_buf *b,
 			 (long)peer->pid,
 			 reached ? "use is already there, nothing evicted"
 				 : "nothing could be evicted (all open)");
-	ctlsock_printf(b,
-		       "{\"ok\": true, \"target\": %llu, \"capacity\": %llu, "
-		       "\"used_before\": %llu, \"used_after\": %llu, "
-		       "\"evicted\": %llu, \"evicted_bytes\": %llu, "
-		       "\"evicted_total\": %llu, \"reached\": %s}\n",
-		       (unsigned long long)target,
-		       (unsigned long long)fs->cfg.capacity,
-		       (unsigned long long)r.used_before,
-		       (unsigned long long)r.used_after,
-		       (unsigned long long)r.blocks,
-		       (unsigned long long)r.bytes,
-		       (unsigned long long)atomic_load(&fs->cap->evicted),
-		       reached ? "true" : "false");
+	tbuf_printf(b,
+		    "{\"ok\": true, \"target\": %llu, \"capacity\": %llu, "
+		    "\"used_before\": %llu, \"used_after\": %llu, "
+		    "\"evicted\": %llu, \"evicted_bytes\": %llu, "
+		    "\"evicted_total\": %llu, \"reached\": %s}\n",
+		    (unsigned long long)target,
+		    (unsigned long long)fs->cfg.capacity,
+		    (unsigned long long)r.used_before,
+		    (unsigned long long)r.used_after,
+		    (unsigned long long)r.blocks, (unsigned long long)r.bytes,
+		    (unsigned long long)atomic_load(&fs->cap->evicted),
+		    reached ? "true" : "false");
 }
 
-/* Reads one request line into line (NUL-terminated, LF dropped). */
-static int ctlsock_read_line(int fd, char *line, size_t cap)
+/* Answers one parsed request into b. */
+static void ctlsock_dispatch(struct ctlsock *cs, struct tbuf *b,
+			     struct ctlproto_req *req, const struct ucred *peer)
 {
-	size_t len = 0;
-
-	while (len < cap - 1) {
-		ssize_t n = recv(fd, line + len, cap - 1 - len, 0);
-		char *lf;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		line[len] = '\0';
-		lf = memchr(line, '\n', len);
-		if (lf) {
-			*lf = '\0';
-			return 0;
-		}
-	}
-	line[len] = '\0';
-	return len < cap - 1 && len > 0 ? 0 : -EMSGSIZE;
-}
-
-static void ctlsock_write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return; /* the client went away or timed out */
-		buf += n;
-		len -= (size_t)n;
+	switch (req->cmd) {
+	case CTLPROTO_INFO:
+		ctlsock_info(cs, b);
+		break;
+	case CTLPROTO_STATUS:
+		ctlsock_status(cs, b);
+		break;
+	case CTLPROTO_VERDICTS:
+		ctlsock_verdicts(cs, b);
+		break;
+	case CTLPROTO_VERDICT:
+	case CTLPROTO_CLEAR:
+		ctlsock_name(cs, b, req->arg, req->cmd == CTLPROTO_CLEAR, peer);
+		break;
+	case CTLPROTO_EVICT:
+		ctlsock_evict(cs, b, req->arg, peer);
+		break;
+	default:
+		ctlproto_error(b, -EINVAL, NULL);
+		break;
 	}
 }
-
-static const char ctlsock_oom[] = "{\"ok\": false, \"error\": \"ENOMEM\", "
-				  "\"message\": \"out of memory\"}\n";
 
 static void ctlsock_serve(struct ctlsock *cs, int fd)
 {
-	struct timeval tv = {.tv_sec = CTLSOCK_TIMEOUT_S};
-	struct ctlsock_buf b = {0};
+	struct timeval tv = {.tv_sec = CTLPROTO_TIMEOUT_S};
+	struct ctlproto_req req;
 	struct ucred peer;
 	socklen_t plen = sizeof(peer);
-	char *line, *arg;
+	const char *why;
+	struct tbuf b;
+	char *line;
+	ssize_t n;
 	int rc;
 
+	tbuf_init(&b);
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &plen) < 0)
@@ -577,57 +456,39 @@ static void ctlsock_serve(struct ctlsock *cs, int fd)
 	if (peer.uid != 0 && peer.uid != cs->fs->uid) {
 		log_warn("refused a control connection from uid %u pid %ld",
 			 (unsigned)peer.uid, (long)peer.pid);
-		ctlsock_error(&b, -EACCES,
-			      "only root and the owner of the mount may use "
-			      "the control socket");
+		ctlproto_error(&b, -EACCES,
+			       "only root and the owner of the mount may use "
+			       "the control socket");
 		goto out_reply;
 	}
-	line = malloc(CTLSOCK_LINE_MAX + 1);
+	line = malloc(CTLPROTO_LINE_MAX + 1);
 	if (!line) {
-		ctlsock_error(&b, -ENOMEM, NULL);
+		ctlproto_error(&b, -ENOMEM, NULL);
 		goto out_reply;
 	}
-	rc = ctlsock_read_line(fd, line, CTLSOCK_LINE_MAX + 1);
-	if (rc < 0) {
-		ctlsock_error(&b, rc,
-			      rc == -EMSGSIZE ? "request missing or too long"
-					      : "cannot read the request");
+	n = ctlproto_recv_request(fd, line, CTLPROTO_LINE_MAX + 1);
+	if (n < 0) {
+		ctlproto_error(&b, (int)n, "cannot read the request");
 		goto out_line;
 	}
-	arg = strchr(line, ' ');
-	if (arg)
-		*arg++ = '\0';
-	log_debug("request \"%s\" from uid %u pid %ld", line,
-		  (unsigned)peer.uid, (long)peer.pid);
-	if (strcmp(line, "info") == 0 && !arg) {
-		ctlsock_info(cs, &b);
-	} else if (strcmp(line, "status") == 0 && !arg) {
-		ctlsock_status(cs, &b);
-	} else if (strcmp(line, "verdicts") == 0 && !arg) {
-		ctlsock_verdicts(cs, &b);
-	} else if ((strcmp(line, "verdict") == 0 ||
-		    strcmp(line, "clear") == 0) &&
-		   arg) {
-		if (ctlsock_decode(arg) < 0)
-			ctlsock_error(&b, -EINVAL, "bad %-escape in the path");
-		else
-			ctlsock_name(cs, &b, arg, line[0] == 'c', &peer);
-	} else if (strcmp(line, "evict") == 0 && arg) {
-		ctlsock_evict(cs, &b, arg, &peer);
-	} else {
-		ctlsock_error(&b, -EINVAL,
-			      "unknown request; expected info, status, "
-			      "verdicts, verdict PATH, clear PATH or evict "
-			      "TARGET");
+	rc = ctlproto_parse(line, (size_t)n, &req, &why);
+	if (rc < 0) {
+		ctlproto_error(&b, rc, why);
+		goto out_line;
 	}
+	log_debug("request \"%s\" from uid %u pid %ld",
+		  ctlproto_cmd_name(req.cmd), (unsigned)peer.uid,
+		  (long)peer.pid);
+	ctlsock_dispatch(cs, &b, &req, &peer);
 out_line:
 	free(line);
 out_reply:
 	if (b.oom)
-		ctlsock_write_all(fd, ctlsock_oom, sizeof(ctlsock_oom) - 1);
-	else if (b.buf)
-		ctlsock_write_all(fd, b.buf, b.len);
-	free(b.buf);
+		ctlproto_send_all(fd, CTLPROTO_OOM_RESPONSE,
+				  sizeof(CTLPROTO_OOM_RESPONSE) - 1);
+	else
+		ctlproto_send_all(fd, b.buf, b.len);
+	tbuf_release(&b);
 }
 
 static void *ctlsock_main(void *arg)
@@ -669,29 +530,30 @@ static int ctlsock_bind(struct ctlsock *cs)
 	struct stat st;
 	int n;
 
-	if (fstatat(cs->dir_fd, CTLSOCK_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+	if (fstatat(cs->dir_fd, CTLPROTO_SOCK_NAME, &st, AT_SYMLINK_NOFOLLOW) ==
+	    0) {
 		if (!S_ISSOCK(st.st_mode)) {
 			log_err("%s/%s exists and is not a socket; remove it "
 				"to get the control socket",
-				datadir, CTLSOCK_NAME);
+				datadir, CTLPROTO_SOCK_NAME);
 			return -EEXIST;
 		}
 		/* Left by a daemon that was killed: we hold the lock now. */
-		if (unlinkat(cs->dir_fd, CTLSOCK_NAME, 0) < 0)
+		if (unlinkat(cs->dir_fd, CTLPROTO_SOCK_NAME, 0) < 0)
 			return -errno;
 	}
 	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", datadir,
-		     CTLSOCK_NAME);
+		     CTLPROTO_SOCK_NAME);
 	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
 		snprintf(sa.sun_path, sizeof(sa.sun_path),
-			 "/proc/self/fd/%d/%s", cs->dir_fd, CTLSOCK_NAME);
+			 "/proc/self/fd/%d/%s", cs->dir_fd, CTLPROTO_SOCK_NAME);
 	if (bind(cs->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return -errno;
-	if (fchmodat(cs->dir_fd, CTLSOCK_NAME, 0600, 0) < 0 ||
+	if (fchmodat(cs->dir_fd, CTLPROTO_SOCK_NAME, 0600, 0) < 0 ||
 	    listen(cs->lfd, 16) < 0) {
 		int rc = -errno;
 
-		unlinkat(cs->dir_fd, CTLSOCK_NAME, 0);
+		unlinkat(cs->dir_fd, CTLPROTO_SOCK_NAME, 0);
 		return rc;
 	}
 	return 0;
@@ -728,7 +590,7 @@ int ctlsock_start(struct fs *fs)
 	rc = -pthread_create(&cs->thread, NULL, ctlsock_main, cs);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc < 0) {
-		unlinkat(cs->dir_fd, CTLSOCK_NAME, 0);
+		unlinkat(cs->dir_fd, CTLPROTO_SOCK_NAME, 0);
 		goto out_close;
 	}
 	fs->ctlsock = cs;
@@ -744,7 +606,7 @@ out_close:
 out_free:
 	log_err("cannot create the control socket %s/%s: %s; kvfsctl "
 		"verdicts and clear will not work",
-		fs->cfg.datadir, CTLSOCK_NAME, strerror(-rc));
+		fs->cfg.datadir, CTLPROTO_SOCK_NAME, strerror(-rc));
 	free(cs);
 	return rc;
 }
@@ -760,7 +622,7 @@ void ctlsock_stop(struct fs *fs)
 		log_warn("cannot wake the control socket thread: %s",
 			 strerror(errno));
 	pthread_join(cs->thread, NULL);
-	unlinkat(cs->dir_fd, CTLSOCK_NAME, 0);
+	unlinkat(cs->dir_fd, CTLPROTO_SOCK_NAME, 0);
 	close(cs->lfd);
 	close(cs->efd);
 	close(cs->dir_fd);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What kvfsctl's offline commands (fsck, gc: they open an unmounted data
- * directory with kvdb_open()) share on the command line: turning the argument into a data directory no
- * daemon serves, the kvdb error hook, and sending what they change to the
- * system log. Everything prints "kvfsctl CMD: ..." on stderr (kc_err) and
+ * directory with kvdb_open()) share on the command line: turning the
+ * argument into a data directory no daemon serves, the kvdb error hook, and
+ * sending what they change to the system log. Everything prints "kvfsctl CMD: ..." on stderr (kc_err) and
  * nothing else. Single-threaded, like all of kvfsctl.
  */
 #ifndef KVFS_KVFSCTL_OFFLINE_H
