@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# kvfsctl evict against a live mount (issue 6):
+# kvfsctl evict against a live mount:
 #  - N blocks stored with the engine's sequence (temp name, O_DIRECT write,
 #    rename), one after the other, so the least recently used is the first;
 #  - evict --to a size: the daemon's answer says use ended at or below it;

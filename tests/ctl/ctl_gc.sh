@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# kvfsctl gc on an unmounted data directory (issue 6):
+# kvfsctl gc on an unmounted data directory:
 #  - dead space made through a mount: blocks stored with the engine's
 #    sequence (temp name, rename: a name record each), most of them then
 #    deleted or replaced by a rename over them;

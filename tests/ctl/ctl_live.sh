@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# kvfsctl against a live mount (issue 6):
+# kvfsctl against a live mount:
 #  - every command's --help, and --version;
 #  - status by mount point and by data directory, text and JSON: blocks,
 #    bytes, data files, physical use, the verdict cache;

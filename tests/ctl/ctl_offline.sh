@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# kvfsctl on an unmounted data directory (issue 6). The store is filled
+# kvfsctl on an unmounted data directory. The store is filled
 # through a real mount with vLLM's store sequences (temp name, rename, a
 # rewrite over an existing name, an eviction) and unmounted, then:
 #  - status reads the index and data files offline and says "not mounted";
