@@ -28,6 +28,7 @@
 
 #include "datafile.h"
 #include "kvdb.h"
+#include "scan.h"
 
 enum check_kind {
 	CHECK_SHORT,	    /* a named block whose record is provably short */

@@ -3,8 +3,7 @@
  * The data files of a data directory opened whole, for the offline engines
  * (check, rebuild, compact): open every DATADIR/data/NNNNNN.kvd, find one
  * by number, read and write them through an injectable I/O table, read one
- * record header, and scan every header of every file into a list of
- * records (kvdb_scan). Headers are decoded and walked by core's record
+ * record header. Headers are decoded and walked by core's record
  * codec and iterator (record.h). Not the block store: nothing
  * here appends for a writer or knows the index.
  *
@@ -23,8 +22,6 @@
 #include "record.h"
 #include "store.h"
 #include "store_io.h"
-
-struct kvdb;
 
 /* One open DATADIR/data/NNNNNN.kvd. */
 struct kvdb_datafile {
@@ -91,39 +88,5 @@ struct kvdb_hdr {
 int kvdb_hdr_read(const struct kvdb_datafile *df, uint64_t off,
 		  uint32_t hdr_len, struct kvdb_hdr *kh);
 void kvdb_hdr_done(struct kvdb_hdr *kh);
-
-/* A record header found by scanning a data file. */
-struct kvdb_rec {
-	uint32_t file_id;
-	uint32_t type; /* STORE_REC_DATA or STORE_REC_NAME */
-	uint32_t hdr_len;
-	uint32_t nchunks;
-	uint64_t off;
-	uint64_t seq;
-	uint64_t ino;
-	uint64_t len;
-	int complete;	/* the file holds all of it */
-	int referenced; /* check: 1 a named file points at it, -1 stale name */
-	uint32_t *crcs; /* data records: nchunks values */
-	char *path;	/* NULL when the header's path has a NUL byte */
-};
-
-/* Every record header of a data directory (kvdb_scan()). */
-struct kvdb_scan {
-	struct kvdb_rec *recs; /* in file, then offset order */
-	size_t nrecs, cap;
-	int done; /* the scan ran */
-};
-
-/*
- * Finds every record header in every data file of db: at each KV_ALIGN
- * boundary where no record covers the bytes, a header that decodes starts
- * a record. A file's scan stops at the first record it does not hold
- * whole (appends are in order, so nothing after it can be whole either).
- * Reports progress ("reading headers", bytes) through db's hooks. 0 or
- * -errno (an I/O error is also reported through the error hook).
- */
-int kvdb_scan(struct kvdb *db, struct kvdb_scan *s);
-void kvdb_scan_free(struct kvdb_scan *s);
 
 #endif

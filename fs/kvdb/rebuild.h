@@ -20,6 +20,7 @@
 
 #include "datafile.h"
 #include "kvdb.h"
+#include "scan.h"
 
 /* Something the rebuild could not restore. */
 struct rebuild_note {

@@ -24,6 +24,7 @@
 #include "datafile.h"
 #include "kvdb.h"
 #include "kvdb_fixture.h"
+#include "scan.h"
 #include "log.h"
 
 /* Records rotate to a new data file past this many bytes. */
