@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Opening a data directory as a whole: kvfs.lock, the index and the data
- * files, in the order and modes the offline commands need. See kvdb.h.
+ * files, in the order and modes the offline commands need, or the block
+ * store for the daemon, with its start-up recovery and the clean-stop
+ * marker (kvfs.clean). See kvdb.h.
  */
 #include "kvdb.h"
 
@@ -17,6 +19,16 @@
 #include "index.h"
 #include "log.h"
 
+/*
+ * The daemon's start-up and stop log lines keep the function names they
+ * were written under in the daemon (log filters match on them).
+ */
+#define kvdb_log(lvl, func, ...)                                               \
+	do {                                                                   \
+		if ((lvl) <= log_max_level)                                    \
+			log_msg((lvl), (func), __VA_ARGS__);                   \
+	} while (0)
+
 static void kvdb_fail(struct kvdb_error *e, int err, enum kvdb_stage stage,
 		      const char *path, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
@@ -31,6 +43,7 @@ static void kvdb_fail(struct kvdb_error *e, int err, enum kvdb_stage stage,
 		return;
 	e->err = err;
 	e->stage = stage;
+	e->holder[0] = '\0';
 	snprintf(e->path, sizeof(e->path), "%s", path ? path : "");
 	va_start(ap, fmt);
 	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
@@ -41,22 +54,36 @@ int kvdb_lock(const char *datadir, const char *who, int *fd_out,
 	      struct kvdb_error *err)
 {
 	char path[PATH_MAX], pid[32] = "";
-	int fd;
+	int fd, rc;
 
 	datadir_path(path, sizeof(path), datadir, DATADIR_LOCK);
-	fd = datadir_lock_take(datadir, pid, sizeof(pid));
-	if (fd == -EWOULDBLOCK) {
-		kvdb_fail(err, -EBUSY, KVDB_STAGE_LOCK, path,
+	fd = datadir_lock_open(datadir);
+	if (fd < 0) {
+		kvdb_fail(err, fd, KVDB_STAGE_LOCK_FILE, path, "%s: %s", path,
+			  strerror(-fd));
+		return fd;
+	}
+	rc = datadir_lock_try(fd);
+	if (rc < 0) {
+		/* The daemon names the holder whatever flock(2) said. */
+		datadir_lock_holder(fd, pid, sizeof(pid));
+		datadir_lock_release(fd);
+	}
+	if (rc == -EWOULDBLOCK) {
+		rc = -EBUSY;
+		kvdb_fail(err, rc, KVDB_STAGE_LOCK, path,
 			  "%s is locked by process %s: a kvfs serves it or "
 			  "another kvfsctl fsck or gc runs; %s works on an "
 			  "unmounted data directory only",
 			  datadir, pid[0] ? pid : "unknown", who);
-		return -EBUSY;
+	} else if (rc < 0) {
+		kvdb_fail(err, rc, KVDB_STAGE_LOCK, path, "%s: %s", path,
+			  strerror(-rc));
 	}
-	if (fd < 0) {
-		kvdb_fail(err, fd, KVDB_STAGE_LOCK, path, "%s: %s", path,
-			  strerror(-fd));
-		return fd;
+	if (rc < 0) {
+		if (err)
+			snprintf(err->holder, sizeof(err->holder), "%s", pid);
+		return rc;
 	}
 	/* Who holds it, for a kvfs that tries to start meanwhile. */
 	if (datadir_lock_record_pid(fd) < 0)
@@ -71,68 +98,196 @@ int kvdb_open_index(struct kvdb *db, struct kvdb_error *err)
 	int rc;
 
 	datadir_path(path, sizeof(path), db->datadir, DATADIR_INDEX);
-	if (access(path, F_OK) < 0) {
+	if (!(db->flags & KVDB_INDEX_CREATE) && access(path, F_OK) < 0) {
 		rc = -errno;
 		kvdb_fail(err, rc, KVDB_STAGE_INDEX_MISSING, path, "%s: %s",
 			  path, strerror(-rc));
 		return rc;
 	}
-	rc = idx_open(&db->idx, path, 0755, getuid(), getgid());
-	/* Nothing is unlinked before the commit that frees it is durable. */
-	if (rc == 0 && (db->flags & KVDB_INDEX_DURABLE))
-		rc = idx_set_durable(db->idx, 1);
-	if (rc == 0 && (db->flags & KVDB_INDEX_COUNT))
-		rc = idx_count(db->idx, &db->counts);
+	rc = idx_open(&db->idx, path, db->root_mode, getuid(), getgid());
 	if (rc < 0) {
 		kvdb_fail(err, rc, KVDB_STAGE_INDEX, path, "cannot open %s: %s",
 			  path, strerror(-rc));
-		idx_close(db->idx);
-		db->idx = NULL;
+		return rc;
+	}
+	/* Every commit synchronous: gc unlinks nothing before it is durable. */
+	if (db->flags & KVDB_INDEX_DURABLE) {
+		rc = idx_set_durable(db->idx, 1);
+		/* The index stays open: kvdb_close() closes it. */
+		if (rc < 0) {
+			kvdb_fail(err, rc, KVDB_STAGE_INDEX_SETUP, path,
+				  "cannot open %s: %s", path, strerror(-rc));
+			return rc;
+		}
+	}
+	if (db->flags & KVDB_INDEX_COUNT) {
+		rc = idx_count(db->idx, &db->counts);
+		if (rc < 0) {
+			kvdb_fail(err, rc, KVDB_STAGE_INDEX, path,
+				  "cannot open %s: %s", path, strerror(-rc));
+			idx_close(db->idx);
+			db->idx = NULL;
+		}
 	}
 	return rc;
 }
 
-int kvdb_open(struct kvdb **out, const char *datadir, const struct kvdb_opts *o,
-	      struct kvdb_error *err)
+int kvdb_reopen_index(struct kvdb *db, struct kvdb_error *err)
 {
-	struct kvdb *db = calloc(1, sizeof(*db));
+	idx_close(db->idx);
+	db->idx = NULL;
+	return kvdb_open_index(db, err);
+}
+
+/* The block store of a KVDB_STORE handle, on io_uring unless db->io. */
+static int kvdb_open_store(struct kvdb *db, struct kvdb_error *err)
+{
+	char path[PATH_MAX];
+	int rc;
+
+	if (!db->io) {
+		rc = store_io_probe();
+		if (rc < 0) {
+			kvdb_fail(err, rc, KVDB_STAGE_IO_URING, NULL,
+				  "io_uring is not available: %s",
+				  strerror(-rc));
+			return rc;
+		}
+	}
+	rc = store_open(&db->store, db->datadir, &db->scfg, db->io);
+	if (rc < 0) {
+		db->store = NULL;
+		datadir_path(path, sizeof(path), db->datadir, DATADIR_DATA);
+		kvdb_fail(err, rc, KVDB_STAGE_STORE, path,
+			  "cannot open data files in %s: %s", path,
+			  strerror(-rc));
+	}
+	return rc;
+}
+
+/* The data files, for the offline engines. */
+static int kvdb_open_datafiles(struct kvdb *db, const struct kvdb_opts *o,
+			       struct kvdb_error *err)
+{
 	char msg[sizeof(err->msg)];
 	int rc;
 
-	*out = NULL;
+	rc = kvdb_datafiles_open(db->datadir,
+				 o->flags & KVDB_DATA_RW ? O_RDWR : O_RDONLY,
+				 o->max_id ? o->max_id : UINT32_MAX,
+				 o->flags & KVDB_DATA_DIR ? &db->data_fd : NULL,
+				 &db->dfs, &db->ndfs, msg, sizeof(msg));
+	if (rc < 0)
+		kvdb_fail(err, rc, KVDB_STAGE_DATA, NULL, "%s", msg);
+	for (size_t i = 0; i < db->ndfs; i++)
+		db->dfs[i].io = o->io;
+	return rc;
+}
+
+/* A handle on datadir with nothing open yet, or NULL. */
+static struct kvdb *kvdb_new(const char *datadir, const struct kvdb_opts *o)
+{
+	struct kvdb *db = calloc(1, sizeof(*db));
+
 	if (db)
 		db->datadir = strdup(datadir);
 	if (!db || !db->datadir) {
 		free(db);
-		kvdb_fail(err, -ENOMEM, KVDB_STAGE_MEMORY, NULL, "%s",
-			  strerror(ENOMEM));
-		return -ENOMEM;
+		return NULL;
 	}
 	db->lock_fd = -1;
 	db->data_fd = -1;
 	db->io = o->io;
 	db->hooks = o->hooks;
 	db->flags = o->flags;
+	db->root_mode = o->flags & KVDB_INDEX_CREATE ? o->root_mode : 0755;
+	if (o->store)
+		db->scfg = *o->store;
+	return db;
+}
+
+int kvdb_open(struct kvdb **out, const char *datadir, const struct kvdb_opts *o,
+	      struct kvdb_error *err)
+{
+	struct kvdb *db = kvdb_new(datadir, o);
+	int rc;
+
+	*out = NULL;
+	if (!db) {
+		kvdb_fail(err, -ENOMEM, KVDB_STAGE_MEMORY, NULL, "%s",
+			  strerror(ENOMEM));
+		return -ENOMEM;
+	}
 	rc = kvdb_lock(datadir, o->who, &db->lock_fd, err);
 	if (rc == 0 && !(o->flags & KVDB_NO_INDEX))
 		rc = kvdb_open_index(db, err);
-	if (rc == 0) {
-		rc = kvdb_datafiles_open(
-			datadir, o->flags & KVDB_DATA_RW ? O_RDWR : O_RDONLY,
-			o->max_id ? o->max_id : UINT32_MAX,
-			o->flags & KVDB_DATA_DIR ? &db->data_fd : NULL,
-			&db->dfs, &db->ndfs, msg, sizeof(msg));
-		if (rc < 0)
-			kvdb_fail(err, rc, KVDB_STAGE_DATA, NULL, "%s", msg);
-		for (size_t i = 0; i < db->ndfs; i++)
-			db->dfs[i].io = o->io;
-	}
+	if (rc == 0)
+		rc = o->flags & KVDB_STORE ? kvdb_open_store(db, err)
+					   : kvdb_open_datafiles(db, o, err);
 	if (rc < 0) {
 		kvdb_close(db);
 		return rc;
 	}
 	*out = db;
 	return 0;
+}
+
+/* fsync(2)s directory dir, so a name made or removed in it stays so. */
+static void kvdb_sync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+}
+
+void kvdb_recover(struct kvdb *db, idx_extent_fn free_extent,
+		  const struct recover_ops *ops, struct recover_result *out)
+{
+	char path[PATH_MAX];
+	int rc;
+
+	/* Files unlinked while open when the last run ended. */
+	rc = idx_purge_orphans(db->idx, free_extent, ops->ctx);
+	if (rc > 0)
+		kvdb_log(LOG_LVL_INFO, "kvfs_open_store",
+			 "released %d files unlinked during the last run", rc);
+	/*
+	 * The marker says the last run stopped cleanly: every record it
+	 * appended is committed, nothing to recover. It is removed (and the
+	 * removal made durable) before anything is appended.
+	 */
+	datadir_path(path, sizeof(path), db->datadir, KVDB_CLEAN);
+	if (unlink(path) == 0) {
+		kvdb_sync_dir(db->datadir);
+		kvdb_log(LOG_LVL_INFO, "kvfs_open_store",
+			 "the last run stopped cleanly: no recovery needed");
+		recover_run(db->idx, db->store, 0, ops, out);
+	} else {
+		recover_run(db->idx, db->store, 1, ops, out);
+	}
+	db->recovered = 1;
+}
+
+/* Writes DATADIR/kvfs.clean durably (see kvdb_recover). */
+static void kvdb_mark_clean(const char *datadir)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	datadir_path(path, sizeof(path), datadir, KVDB_CLEAN);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		kvdb_log(LOG_LVL_WARN, "kvfs_mark_clean",
+			 "cannot write %s: the next start will check the "
+			 "newest data files",
+			 path);
+		return;
+	}
+	close(fd);
+	kvdb_sync_dir(datadir);
 }
 
 void kvdb_close(struct kvdb *db)
@@ -142,10 +297,27 @@ void kvdb_close(struct kvdb *db)
 	kvdb_datafiles_close(db->dfs, db->ndfs);
 	if (db->data_fd >= 0)
 		close(db->data_fd);
+	store_close(db->store);
 	idx_close(db->idx);
 	datadir_lock_release(db->lock_fd);
 	free(db->datadir);
 	free(db);
+}
+
+void kvdb_close_clean(struct kvdb *db)
+{
+	int clean;
+
+	if (!db)
+		return;
+	clean = db->recovered && db->store && db->idx;
+	store_close(db->store);
+	db->store = NULL;
+	idx_close(db->idx);
+	db->idx = NULL;
+	if (clean)
+		kvdb_mark_clean(db->datadir);
+	kvdb_close(db);
 }
 
 void kvdb_report(const struct kvdb *db, const char *fmt, ...)

@@ -34,6 +34,7 @@ struct fuse_file_info;
 struct fuse_req;
 struct cap;
 struct ctlsock;
+struct kvdb;
 struct notify;
 struct stat;
 
@@ -132,14 +133,19 @@ struct fs_upcalls {
 
 struct fs {
 	struct fs_config cfg;
+	/*
+	 * The data directory (fs/kvdb/kvdb.h): kvfs.lock, the index and the
+	 * store. idx and store are db->idx and db->store, copied for the
+	 * handlers; main sets them before any other thread starts.
+	 */
+	struct kvdb *db;
 	struct idx *idx;
 	struct store *store;
 	struct fuse_session *se;
 	struct notify *notify;	 /* kernel invalidations */
 	struct vc *vc;		 /* lookup manager and verdict cache */
 	struct ctlsock *ctlsock; /* kvfsctl's socket (ctlsock.c), or NULL */
-	int lock_fd;
-	uid_t uid; /* owner of the control files */
+	uid_t uid;		 /* owner of the control files */
 	gid_t gid;
 	struct timespec start_time;
 

@@ -3,10 +3,11 @@
  * kvfs: a FUSE filesystem for offloaded LLM KV-cache blocks.
  *
  * THREADS
- * - main: parses options, takes the data directory lock (core/datadir.c),
- *   opens the index and store, runs crash recovery over the newest data
- *   files (fs/kvdb/recover.c), mounts, runs the loop, tears down. Every
- *   configuration error is reported before daemonizing.
+ * - main: parses options, opens the data directory through fs/kvdb/kvdb.c
+ *   (kvfs.lock, the index, the store), runs crash recovery over the newest
+ *   data files (kvdb_recover, fs/kvdb/recover.c), mounts, daemonizes
+ *   (then reopens the index: kvdb_reopen_index), runs the loop, tears
+ *   down. Every configuration error is reported before daemonizing.
  * - libfuse workers (multi-threaded loop, clone_fd): run the handlers in
  *   fs/kvfs/ops.c; they may block on the index (one SQLite connection
  *   behind idx->lock) and on data-file I/O (each thread's own io_uring).
@@ -41,15 +42,15 @@
 
 #include "capacity.h"
 #include "clock.h"
-#include "datadir.h"
 #include "ctlsock.h"
+#include "datadir.h"
 #include "fs.h"
 #include "janitor.h"
+#include "kvdb.h"
 #include "lookup.h"
 #include "node.h"
 #include "notify.h"
 #include "ops.h"
-#include "recover.h"
 
 /* Exit status for start-up errors (usage, data directory, database). */
 #define KVFS_EXIT_CONFIG 2
@@ -266,38 +267,10 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 	return 0;
 }
 
-/*
- * Takes DATADIR/kvfs.lock (core/datadir.h) so that two daemons never serve
- * one data directory. The lock lives as long as the descriptor (kept
- * across fuse_daemonize's fork).
- */
-static int kvfs_lock(struct fs *fs)
-{
-	char pid[32];
-	int fd;
-
-	fd = datadir_lock_open(fs->cfg.datadir);
-	if (fd < 0) {
-		fprintf(stderr, "kvfs: data directory %s is not writable: %s\n",
-			fs->cfg.datadir, strerror(-fd));
-		return -1;
-	}
-	if (datadir_lock_try(fd) < 0) {
-		datadir_lock_holder(fd, pid, sizeof(pid));
-		fprintf(stderr,
-			"kvfs: data directory %s is already served by another "
-			"kvfs (pid %s)\n",
-			fs->cfg.datadir, pid[0] ? pid : "unknown");
-		datadir_lock_release(fd);
-		return -1;
-	}
-	fs->lock_fd = fd;
-	return 0;
-}
-
 static void kvfs_write_pid(struct fs *fs)
 {
-	if (datadir_lock_record_pid(fs->lock_fd) < 0)
+	/* kvdb_lock recorded the pid before fuse_daemonize's fork. */
+	if (datadir_lock_record_pid(fs->db->lock_fd) < 0)
 		log_warn("cannot record pid in kvfs.lock");
 }
 
@@ -336,53 +309,6 @@ static void kvfs_free_extent(void *arg, const struct kv_extent *ext)
 static void kvfs_recover_release(void *ctx, uint64_t ino)
 {
 	node_release_inode(ctx, ino);
-}
-
-/*
- * Crash recovery at start-up (recover_run): the data directory library
- * does the work; the node table releases the inodes of dropped names.
- */
-static void fs_recover(struct fs *fs, int crashed)
-{
-	const struct recover_ops ops = {
-		.clock = clock_realtime,
-		.release = kvfs_recover_release,
-		.ctx = fs,
-	};
-	struct recover_result r;
-
-	recover_run(fs->idx, fs->store, crashed, &ops, &r);
-	atomic_fetch_add(&fs->dropped, r.dropped);
-}
-
-/* Marks DATADIR as cleanly stopped (see kvfs_open_store). */
-#define KVFS_CLEAN "kvfs.clean"
-
-static void kvfs_sync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-	if (fd >= 0) {
-		fsync(fd);
-		close(fd);
-	}
-}
-
-static void kvfs_mark_clean(const char *datadir)
-{
-	char path[PATH_MAX];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", datadir, KVFS_CLEAN);
-	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		log_warn("cannot write %s: the next start will check the "
-			 "newest data files",
-			 path);
-		return;
-	}
-	close(fd);
-	kvfs_sync_dir(datadir);
 }
 
 static int kvfs_cap_remove(void *ctx, const struct idx_name *e)
@@ -444,72 +370,91 @@ static int kvfs_capacity(struct fs *fs)
 	return 0;
 }
 
-static int kvfs_open_store(struct fs *fs)
+/* Says why kvdb_open() failed, in the words kvfs(8) documents. */
+static void kvfs_open_err(const char *datadir, const struct kvdb_error *e)
+{
+	switch (e->stage) {
+	case KVDB_STAGE_LOCK_FILE:
+		fprintf(stderr, "kvfs: data directory %s is not writable: %s\n",
+			datadir, strerror(-e->err));
+		return;
+	case KVDB_STAGE_LOCK:
+		fprintf(stderr,
+			"kvfs: data directory %s is already served by another "
+			"kvfs (pid %s)\n",
+			datadir, e->holder[0] ? e->holder : "unknown");
+		return;
+	case KVDB_STAGE_INDEX:
+		/* The index said what is wrong with the file (one line, logged). */
+		if (e->err == -EMEDIUMTYPE || e->err == -EPROTONOSUPPORT)
+			return;
+		break;
+	case KVDB_STAGE_INDEX_SETUP:
+		/* The index logged SQLite's reason. */
+		return;
+	default:
+		break;
+	}
+	fprintf(stderr, "kvfs: %s\n", e->msg);
+}
+
+/*
+ * Opens the data directory (fs/kvdb): kvfs.lock, so that two daemons never
+ * serve one data directory (the lock belongs to the open file, so it is
+ * kept across fuse_daemonize's fork), the index (made with root_mode when
+ * missing) and the block store.
+ */
+static int kvfs_open(struct fs *fs)
 {
 	/* Name records only matter to a rebuild: not worth a write each. */
-	struct store_config scfg = {.durable = fs->cfg.durable,
-				    .batch_names = 1};
-	char path[PATH_MAX];
-	int rc;
+	const struct store_config scfg = {.durable = fs->cfg.durable,
+					  .batch_names = 1};
+	const struct kvdb_opts o = {
+		.flags = KVDB_STORE | KVDB_INDEX_CREATE |
+			 (fs->cfg.durable ? KVDB_INDEX_DURABLE : 0),
+		.who = "kvfs",
+		.store = &scfg,
+		.root_mode = fs->cfg.root_mode,
+	};
+	struct kvdb_error err;
 
-	snprintf(path, sizeof(path), "%s/index.db", fs->cfg.datadir);
-	rc = idx_open(&fs->idx, path, fs->cfg.root_mode, getuid(), getgid());
-	/* The index said what is wrong with the file (one line, logged). */
-	if (rc == -EMEDIUMTYPE || rc == -EPROTONOSUPPORT)
-		return -1;
-	if (rc < 0) {
-		fprintf(stderr, "kvfs: cannot open %s: %s\n", path,
-			strerror(-rc));
+	if (kvdb_open(&fs->db, fs->cfg.datadir, &o, &err) < 0) {
+		kvfs_open_err(fs->cfg.datadir, &err);
 		return -1;
 	}
-	rc = store_io_probe();
-	if (rc < 0) {
-		fprintf(stderr, "kvfs: io_uring is not available: %s\n",
-			strerror(-rc));
-		return -1;
-	}
-	rc = store_open(&fs->store, fs->cfg.datadir, &scfg, NULL);
-	if (rc < 0) {
-		fprintf(stderr, "kvfs: cannot open data files in %s/data: %s\n",
-			fs->cfg.datadir, strerror(-rc));
-		return -1;
-	}
-	if (fs->cfg.durable && idx_set_durable(fs->idx, 1) < 0)
-		return -1;
-	/* Files unlinked while open when the last run ended. */
-	rc = idx_purge_orphans(fs->idx, kvfs_free_extent, fs);
-	if (rc > 0)
-		log_info("released %d files unlinked during the last run", rc);
-	/*
-	 * The marker says the last run stopped cleanly: every record it
-	 * appended is committed, nothing to recover. It is removed (and the
-	 * removal made durable) before anything is appended.
-	 */
-	snprintf(path, sizeof(path), "%s/%s", fs->cfg.datadir, KVFS_CLEAN);
-	if (unlink(path) == 0) {
-		kvfs_sync_dir(fs->cfg.datadir);
-		log_info("the last run stopped cleanly: no recovery needed");
-		fs_recover(fs, 0);
-	} else {
-		fs_recover(fs, 1);
-	}
+	fs->idx = fs->db->idx;
+	fs->store = fs->db->store;
+	return 0;
+}
+
+/*
+ * Start-up recovery (kvdb_recover: files unlinked while open, then crash
+ * recovery unless the last run stopped cleanly), with the node table
+ * releasing the inodes of dropped names; then the capacity.
+ */
+static int kvfs_recover(struct fs *fs)
+{
+	const struct recover_ops ops = {
+		.clock = clock_realtime,
+		.release = kvfs_recover_release,
+		.ctx = fs,
+	};
+	struct recover_result r;
+
+	kvdb_recover(fs->db, kvfs_free_extent, &ops, &r);
+	atomic_fetch_add(&fs->dropped, r.dropped);
 	return kvfs_capacity(fs);
 }
 
 static int kvfs_reopen_index(struct fs *fs)
 {
-	char path[PATH_MAX];
-	int rc;
+	struct kvdb_error err;
+	int rc = kvdb_reopen_index(fs->db, &err);
 
-	idx_close(fs->idx);
-	snprintf(path, sizeof(path), "%s/index.db", fs->cfg.datadir);
-	rc = idx_open(&fs->idx, path, fs->cfg.root_mode, getuid(), getgid());
-	if (rc < 0) {
-		fs->idx = NULL;
-		log_err("cannot reopen %s: %s", path, strerror(-rc));
-		return rc;
-	}
-	return fs->cfg.durable ? idx_set_durable(fs->idx, 1) : 0;
+	fs->idx = fs->db->idx;
+	if (rc < 0 && err.stage != KVDB_STAGE_INDEX_SETUP)
+		log_err("cannot reopen %s: %s", err.path, strerror(-err.err));
+	return rc;
 }
 
 static int kvfs_start_vc(struct fs *fs)
@@ -552,7 +497,6 @@ static void kvfs_init(struct fs *fs)
 {
 	int fd;
 
-	fs->lock_fd = -1;
 	fs->cfg.loglevel = LOG_LVL_INFO;
 	fs->uid = getuid();
 	fs->gid = getgid();
@@ -694,21 +638,18 @@ out_session:
 	return ret;
 }
 
-/* Closes what kvfs_open_store opened; marks a clean stop. */
+/* Closes what kvfs_open opened; marks a clean stop. */
 static void kvfs_close(struct fs *fs)
 {
-	int opened;
-
 	node_table_free(fs);
-	opened = fs->store != NULL && fs->idx != NULL;
-	store_close(fs->store);
-	idx_close(fs->idx);
 	fs->up = (struct fs_upcalls){0};
 	cap_free(fs->cap);
+	fs->cap = NULL;
 	/* Every append is synchronous: after the loop nothing is half done. */
-	if (opened)
-		kvfs_mark_clean(fs->cfg.datadir);
-	datadir_lock_release(fs->lock_fd);
+	kvdb_close_clean(fs->db);
+	fs->db = NULL;
+	fs->idx = NULL;
+	fs->store = NULL;
 }
 
 int main(int argc, char **argv)
@@ -728,10 +669,11 @@ int main(int argc, char **argv)
 	kvfs_init(&fs);
 	if (!kvfs_parse(&args, &o, &co, &fs, argv[0], &ret))
 		goto out_args;
-	if (kvfs_check_dirs(&fs, co.mountpoint) < 0 || kvfs_lock(&fs) < 0)
-		goto out_args;
-	if (node_table_init(&fs) == 0 && kvfs_open_store(&fs) == 0)
+	if (kvfs_check_dirs(&fs, co.mountpoint) < 0 || kvfs_open(&fs) < 0)
+		goto out_close;
+	if (node_table_init(&fs) == 0 && kvfs_recover(&fs) == 0)
 		ret = kvfs_mount(&fs, &args, &co);
+out_close:
 	kvfs_close(&fs);
 out_args:
 	free(co.mountpoint);

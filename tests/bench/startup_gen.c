@@ -48,7 +48,7 @@
 #define SG_MAX_THREADS 64
 /* Blocks between two checkpoints of the index's log (idx_sync). */
 #define SG_SYNC_EVERY 1000
-/* The daemon's clean-stop marker (KVFS_CLEAN in fs/main.c). */
+/* The daemon's clean-stop marker (KVDB_CLEAN in fs/kvdb/kvdb.h). */
 #define SG_CLEAN "kvfs.clean"
 
 struct sg {
