@@ -42,21 +42,6 @@ int datadir_lock_try(int fd)
 	return flock(fd, LOCK_EX | LOCK_NB) < 0 ? -errno : 0;
 }
 
-int datadir_lock_take(const char *datadir, char *holder, size_t holder_len)
-{
-	int fd = datadir_lock_open(datadir), rc;
-
-	if (fd < 0)
-		return fd;
-	rc = datadir_lock_try(fd);
-	if (rc == 0)
-		return fd;
-	if (rc == -EWOULDBLOCK && holder && holder_len)
-		datadir_lock_holder(fd, holder, holder_len);
-	close(fd);
-	return rc;
-}
-
 void datadir_lock_holder(int fd, char *buf, size_t len)
 {
 	ssize_t n;

@@ -45,12 +45,6 @@ int datadir_lock_open(const char *datadir);
  */
 int datadir_lock_try(int fd);
 /*
- * datadir_lock_open() then datadir_lock_try(): the descriptor holding the
- * lock, or -errno (nothing left open). On -EWOULDBLOCK, and holder not
- * NULL, holder gets the holder's pid as datadir_lock_holder() reads it.
- */
-int datadir_lock_take(const char *datadir, char *holder, size_t holder_len);
-/*
  * The pid text in the lock file open at fd, up to the first newline (at
  * most len - 1 bytes); "" when it holds none or cannot be read.
  */

@@ -422,6 +422,25 @@ static void test_datadir_each(void **state)
 	close(dfd);
 }
 
+/*
+ * Opens and takes DATADIR's lock the way kvdb_lock() does: the fd, or
+ * -errno; when held, holder gets the pid text recorded in the file.
+ */
+static int td_lock_take(const char *datadir, char *holder, size_t holder_len)
+{
+	int fd = datadir_lock_open(datadir), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = datadir_lock_try(fd);
+	if (rc == 0)
+		return fd;
+	if (rc == -EWOULDBLOCK && holder && holder_len)
+		datadir_lock_holder(fd, holder, holder_len);
+	close(fd);
+	return rc;
+}
+
 static void test_datadir_lock(void **state)
 {
 	struct td_ctx *t = *state;
@@ -438,14 +457,14 @@ static void test_datadir_lock(void **state)
 	assert_true(fd >= 0);
 	close(fd);
 
-	fd = datadir_lock_take(t->dir, holder, sizeof(holder));
+	fd = td_lock_take(t->dir, holder, sizeof(holder));
 	assert_true(fd >= 0);
 	assert_int_equal(datadir_lock_record_pid(fd), 0);
 	datadir_lock_holder(fd, holder, sizeof(holder));
 	assert_int_equal(strtol(holder, NULL, 10), (long)getpid());
 
 	/* A second open file description is refused while fd holds it. */
-	fd2 = datadir_lock_take(t->dir, holder, sizeof(holder));
+	fd2 = td_lock_take(t->dir, holder, sizeof(holder));
 	assert_int_equal(fd2, -EWOULDBLOCK);
 	assert_int_equal(fd2, -EAGAIN);
 	assert_int_equal(strtol(holder, NULL, 10), (long)getpid());
@@ -464,7 +483,7 @@ static void test_datadir_lock(void **state)
 	child = fork();
 	assert_true(child >= 0);
 	if (child == 0) {
-		int cfd = datadir_lock_take(t->dir, NULL, 0);
+		int cfd = td_lock_take(t->dir, NULL, 0);
 
 		if (cfd < 0 || datadir_lock_record_pid(cfd) < 0)
 			_exit(1);
@@ -473,7 +492,7 @@ static void test_datadir_lock(void **state)
 		_exit(0);
 	}
 	assert_int_equal(read(up[0], &c, 1), 1);
-	fd2 = datadir_lock_take(t->dir, holder, sizeof(holder));
+	fd2 = td_lock_take(t->dir, holder, sizeof(holder));
 	assert_int_equal(fd2, -EWOULDBLOCK);
 	assert_int_equal(strtol(holder, NULL, 10), (long)child);
 	assert_int_equal(datadir_lock_probe(t->dir, &pid), 1);
@@ -490,7 +509,7 @@ static void test_datadir_lock(void **state)
 	close(up[1]);
 	close(down[0]);
 	close(down[1]);
-	fd = datadir_lock_take(t->dir, NULL, 0);
+	fd = td_lock_take(t->dir, NULL, 0);
 	assert_true(fd >= 0);
 	datadir_lock_release(fd);
 }
@@ -502,7 +521,7 @@ static void test_datadir_lock_errors(void **state)
 	long pid;
 
 	snprintf(missing, sizeof(missing), "%s/nope", t->dir);
-	assert_int_equal(datadir_lock_take(missing, NULL, 0), -ENOENT);
+	assert_int_equal(td_lock_take(missing, NULL, 0), -ENOENT);
 	assert_int_equal(datadir_lock_open(missing), -ENOENT);
 	assert_int_equal(datadir_lock_probe(missing, &pid), 0);
 }
