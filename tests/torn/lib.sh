@@ -204,6 +204,18 @@ stats() {
 	done
 }
 
+# Counters before a scenario's damage, into the caller's d0 q0 f0 b0 l0
+# (declare them local there): drops, quarantines, record frees, physical
+# bytes of the data files, lines of the daemon log.
+snapshot() {
+	stats
+	d0=${ST[dropped_total]}
+	q0=${ST[quarantined_total]}
+	f0=${ST[store_frees_total]}
+	b0=$(data_bytes)
+	l0=$(wc -l <"$(dlog)")
+}
+
 # Physical bytes the data files take.
 data_bytes() {
 	du -s --block-size=1 "$SC_DATA/data" | cut -f1
@@ -371,12 +383,7 @@ verify() {
 		{ rel = substr(f("path"), length(mnt) + 1)
 		  if (c[rel] != "skip") print }' "$exp" "$SC_DIR/man" \
 		>"$SC_DIR/verify.man" || t_fail "verify: bad $exp or manifest"
-	stats
-	d0=${ST[dropped_total]}
-	q0=${ST[quarantined_total]}
-	f0=${ST[store_frees_total]}
-	b0=$(data_bytes)
-	l0=$(wc -l <"$(dlog)")
+	snapshot
 	step "$SC_DIR/verify.chk" "$TORN_CLIENT" check -j 4 "$SC_DIR/verify.man"
 	settle
 	d1=${ST[dropped_total]}

@@ -294,12 +294,7 @@ sc_eio() {
 		"$a" "$b" >"$SC_DIR/exp.q"
 	printf 'rel=%s class=skip\nrel=%s class=skip\n' "$a" "$b" \
 		>"$SC_DIR/exp"
-	stats
-	d0=${ST[dropped_total]}
-	q0=${ST[quarantined_total]}
-	f0=${ST[store_frees_total]}
-	b0=$(data_bytes)
-	l0=$(wc -l <"$(dlog)")
+	snapshot
 	n=0
 	for blk in "$a" "$b"; do
 		kv_split "$(manifest_line "$blk")"
