@@ -132,23 +132,18 @@ void cap_measure(struct cap *c)
 	atomic_store(&c->ndatafiles, nfiles);
 }
 
-/* Bytes a file of size bytes takes in a data file (header and padding). */
-static uint64_t cap_span(uint64_t size)
-{
-	return KV_ALIGN + kv_align_up(size);
-}
-
-/* Evicts from one LRU batch until est is at most target. */
+/*
+ * Evicts from one LRU batch until use is at most target. The daemon's
+ * remove frees an evicted record at once (and lowers the estimate) unless
+ * a handle opened the file meanwhile: use is read again after each name,
+ * so such a record, still on disk, does not count as room made.
+ */
 static void cap_evict_batch(struct cap *c, const struct idx_name *batch,
-			    int got, uint64_t target, uint64_t *est,
-			    struct fs_evict_result *r)
+			    int got, uint64_t target, struct fs_evict_result *r)
 {
-	for (int i = 0; i<got && * est> target; i++) {
-		uint64_t span = cap_span(batch[i].size);
-
+	for (int i = 0; i < got && cap_used(c) > target; i++) {
 		if (!c->cfg.remove(c->cfg.ctx, &batch[i]))
 			continue;
-		*est = *est > span ? *est - span : 0;
 		r->bytes += batch[i].size;
 		r->blocks++;
 	}
@@ -158,7 +153,7 @@ void cap_evict(struct cap *c, uint64_t target, struct fs_evict_result *r)
 {
 	struct idx_name *batch;
 	int64_t after_ns = INT64_MIN;
-	uint64_t after_ino = 0, est;
+	uint64_t after_ino = 0;
 	int got;
 
 	memset(r, 0, sizeof(*r));
@@ -168,22 +163,18 @@ void cap_evict(struct cap *c, uint64_t target, struct fs_evict_result *r)
 		return;
 	pthread_mutex_lock(&c->evict_lock);
 	cap_flush_touches(c);
-	/*
-	 * Records of evicted names are freed when the kernel lets go of the
-	 * inode, maybe later: count them off a snapshot of the estimate.
-	 */
-	est = r->used_before = cap_used(c);
-	while (est > target) {
+	r->used_before = cap_used(c);
+	while (cap_used(c) > target) {
 		got = idx_lru(c->idx, after_ns, after_ino, batch, CAP_BATCH);
 		if (got <= 0)
 			break;
-		cap_evict_batch(c, batch, got, target, &est, r);
+		cap_evict_batch(c, batch, got, target, r);
 		after_ns = batch[got - 1].time_ns;
 		after_ino = batch[got - 1].ino;
 	}
+	r->used_after = cap_used(c);
 	pthread_mutex_unlock(&c->evict_lock);
 	free(batch);
-	r->used_after = est;
 	if (r->blocks)
 		atomic_fetch_add(&c->evicted, r->blocks);
 }
@@ -201,16 +192,13 @@ int cap_make_room(struct cap *c, uint64_t want)
 		goto out_full;
 	target = c->cfg.low_wm < cap - bytes ? c->cfg.low_wm : cap - bytes;
 	cap_evict(c, target, &r);
-	if (r.blocks) {
+	if (r.blocks)
 		cap_log(LOG_LVL_INFO, "fs_make_room",
 			"evicted %llu blocks (%llu bytes) to make room for "
 			"a store",
 			(unsigned long long)r.blocks,
 			(unsigned long long)r.bytes);
-		/* Unlinked names still held by the kernel free on FORGET. */
-		if (cap_used(c) + bytes > cap)
-			atomic_fetch_sub(&c->used_est, (int64_t)r.bytes);
-	}
+	/* Only room really freed counts: an evicted record still open does not. */
 	if (cap_used(c) + bytes <= cap)
 		return 0;
 out_full:

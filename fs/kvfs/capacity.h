@@ -18,7 +18,10 @@
  *   (cap_make_room) and fails with -ENOSPC only when nothing can be evicted.
  * - Evicting a name is done by the remove callback (the daemon: an unlink
  *   made by the daemon, the kernel told to forget the name); it says 0 for
- *   a name it skipped (open, busy, or changed meanwhile).
+ *   a name it skipped (open, busy, or changed meanwhile). It frees the
+ *   record and lowers the estimate (cap_used_add) at once, not when the
+ *   kernel forgets the inode, unless a handle opened the file meanwhile;
+ *   eviction counts only what the estimate really lost as room made.
  *
  * Not here: when to measure or evict (the janitor), the daemon's node table.
  *
@@ -51,7 +54,10 @@ struct cap_config {
 	uint64_t low_wm;     /* ... down to this many */
 	/* The clock for access times: clock_realtime (a test's fake). */
 	struct clock_src clock;
-	/* Removes the name e; 1 when removed, 0 when skipped (busy). */
+	/*
+	 * Removes the name e and frees its record unless it is open (lowering
+	 * the estimate); 1 when removed, 0 when skipped (busy).
+	 */
 	int (*remove)(void *ctx, const struct idx_name *e);
 	void *ctx;
 };
@@ -76,7 +82,7 @@ struct cap {
 /* What cap_evict() (kvfsctl evict: fs_evict) did. */
 struct fs_evict_result {
 	uint64_t used_before; /* use estimate when it started */
-	uint64_t used_after;  /* ... when it ended, evicted records freed */
+	uint64_t used_after;  /* ... when it ended */
 	uint64_t blocks;      /* names evicted */
 	uint64_t bytes;	      /* their sizes */
 };
@@ -97,7 +103,7 @@ void cap_touch(struct cap *c, uint64_t ino);
 void cap_flush_touches(struct cap *c);
 /*
  * Evicts least-recently-used blocks until the use estimate is at most
- * target (evicted records counted as freed), the way the janitor does and
+ * target (as the remove callback lowers it), the way the janitor does and
  * serialised with it. Blocks; call from neither a FUSE handler nor while
  * holding a lock the remove callback takes.
  */

@@ -83,6 +83,8 @@ struct node {
 	size_t nsegs;
 	int dirty;  /* segs hold bytes not saved yet */
 	int cached; /* segs hold the saved bytes, all chunks verified */
+	/* Evicted while not open, record freed: opens fail (protected by rw). */
+	int evicted;
 	/* protected by fs->nodes_lock */
 	uint64_t nlookup;
 	unsigned nopen;

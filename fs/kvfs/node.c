@@ -456,9 +456,21 @@ void node_flush_all(struct fs *fs)
 	free(dirty);
 }
 
-void fs_relink(struct fs *fs, uint64_t ino, uint32_t nlink, int64_t now)
+/*
+ * fs_relink; with evict set (an eviction by the daemon), an inode left
+ * with no name and no open handle has its record freed now, not when the
+ * kernel forgets it: that comes only after the entry invalidation and a
+ * FORGET that waits for a free loop thread, and the store that evicted it
+ * to make room must not write while the record still takes space. The
+ * node is marked evicted under the lock under which fs_open_node counts
+ * opens, so a racing OPEN is either counted in time or refused. Not for
+ * unlink and rename: an OPEN racing with those must still find the file.
+ */
+static void node_relink(struct fs *fs, uint64_t ino, uint32_t nlink,
+			int64_t now, int evict)
 {
 	struct node *n = node_find(fs, ino);
+	int free_now;
 
 	if (!n) {
 		if (nlink == 0)
@@ -468,8 +480,19 @@ void fs_relink(struct fs *fs, uint64_t ino, uint32_t nlink, int64_t now)
 	pthread_rwlock_wrlock(&n->rw);
 	n->attr.nlink = nlink;
 	n->attr.ctime_ns = now;
+	free_now = evict && nlink == 0 && S_ISREG(n->attr.mode) &&
+		   node_nopen(fs, n) == 0;
+	if (free_now)
+		n->evicted = 1;
 	pthread_rwlock_unlock(&n->rw);
+	if (free_now)
+		node_release_inode(fs, ino);
 	node_put(fs, n, 0, 0, 1);
+}
+
+void fs_relink(struct fs *fs, uint64_t ino, uint32_t nlink, int64_t now)
+{
+	node_relink(fs, ino, nlink, now, 0);
 }
 
 static struct timespec fs_ts(int64_t ns)
@@ -519,6 +542,6 @@ int node_evict_name(struct fs *fs, const struct idx_name *e)
 		return 0;
 	vc_bump(fs->vc, e->parent, e->name, 0, 0);
 	notify_entry(fs->notify, e->parent, e->name);
-	fs_relink(fs, ino, nlink, now);
+	node_relink(fs, ino, nlink, now, 1);
 	return 1;
 }

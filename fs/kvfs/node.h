@@ -74,8 +74,10 @@ void fs_relink(struct fs *fs, uint64_t ino, uint32_t nlink, int64_t now);
 /*
  * Removes the name e on the daemon's own initiative (eviction, stale temp
  * file): the index forgets the name, the verdict cache learns it is
- * absent, the kernel is told to forget it, and the record goes once no
- * node holds the inode. Returns 1 when removed, 0 when skipped (open or
+ * absent, the kernel is told to forget it, and the record is freed at
+ * once unless a handle opened it meanwhile (then when nothing holds it),
+ * even though the kernel may still know the inode: an OPEN of it then
+ * fails with -ENOENT. Returns 1 when removed, 0 when skipped (open or
  * unsaved, or the name changed since e was listed).
  */
 int node_evict_name(struct fs *fs, const struct idx_name *e);

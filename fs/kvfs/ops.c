@@ -510,7 +510,14 @@ static int fs_open_node(struct fs *fs, struct node *n,
 	if (!h)
 		return -ENOMEM;
 	pthread_rwlock_wrlock(&n->rw);
-	if (S_ISDIR(n->attr.mode) && (fi->flags & O_ACCMODE) != O_RDONLY)
+	/*
+	 * Evicted while no handle had it open, so its record is freed
+	 * (node_evict_name); the kernel still knew the inode from an earlier
+	 * lookup. To the opener the name is simply gone.
+	 */
+	if (n->evicted)
+		rc = -ENOENT;
+	else if (S_ISDIR(n->attr.mode) && (fi->flags & O_ACCMODE) != O_RDONLY)
 		rc = -EISDIR;
 	else if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY &&
 		 S_ISREG(n->attr.mode) && (n->attr.size > 0 || n->dirty))
@@ -520,12 +527,14 @@ static int fs_open_node(struct fs *fs, struct node *n,
 		rc = idx_get_crcs(fs->idx, n->ino, &n->crcs, &n->ncrcs);
 		n->crcs_loaded = rc == 0;
 	}
+	/* Counted before n->rw is let go, so that fs_relink sees it open. */
+	if (rc == 0)
+		node_open_inc(fs, n);
 	pthread_rwlock_unlock(&n->rw);
 	if (rc < 0) {
 		free(h);
 		return rc;
 	}
-	node_open_inc(fs, n);
 	if (S_ISREG(n->attr.mode))
 		fs_touch(fs, n->ino);
 	h->n = n;

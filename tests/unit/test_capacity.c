@@ -6,8 +6,8 @@
  * standing in for the daemon's unlink that can call some inodes busy. The
  * tests check touch batching with the fake clock's timestamps, eviction
  * down to the low watermark in LRU order, busy blocks skipped, room made
- * for a store over the high watermark, and -ENOSPC when everything left is
- * busy. The data files are not involved (eviction works on the index and
+ * for a store over the high watermark, a block opened while it was evicted
+ * not counted as room, and -ENOSPC when everything left is busy. The data files are not involved (eviction works on the index and
  * the use estimate), so records point at made-up extents.
  */
 #include <stdarg.h>
@@ -42,6 +42,8 @@ struct tc {
 	struct fake_clock clock;
 	uint64_t ino[TC_NFILES];
 	int busy[TC_NFILES];
+	/* Opened between the busy check and the unlink: record not freed. */
+	int opened[TC_NFILES];
 	uint64_t removed[TC_NFILES]; /* inodes removed, in order */
 	size_t nremoved;
 };
@@ -54,7 +56,10 @@ static int tc_index_of(struct tc *t, uint64_t ino)
 	return -1;
 }
 
-/* The daemon's node_evict_name, minus the node table and the kernel. */
+/*
+ * The daemon's node_evict_name, minus the node table and the kernel: the
+ * record is freed (the estimate lowered) at once unless the file is open.
+ */
 static int tc_remove(void *ctx, const struct idx_name *e)
 {
 	struct tc *t = ctx;
@@ -67,6 +72,8 @@ static int tc_remove(void *ctx, const struct idx_name *e)
 	if (idx_unlink(t->idx, e->parent, e->name, 0, 1, &ino, &nlink) < 0)
 		return 0;
 	t->removed[t->nremoved++] = e->ino;
+	if (!t->opened[i])
+		cap_used_add(t->cap, -(int64_t)TC_SPAN);
 	return 1;
 }
 
@@ -212,8 +219,29 @@ static void test_evict_lru_order(void **state)
 	assert_int_equal(t->removed[1], t->ino[0]);
 	assert_int_equal(t->removed[2], t->ino[7]);
 	assert_int_equal(atomic_load(&t->cap->evicted), 3);
-	/* The estimate itself is the caller's to lower (records free later). */
-	assert_int_equal(cap_used(t->cap), used);
+	assert_int_equal(cap_used(t->cap), used - 3 * TC_SPAN);
+}
+
+/*
+ * A block opened between its busy check and its unlink keeps its record
+ * until closed: eviction does not count it as room and evicts the next.
+ */
+static void test_evict_opened_meanwhile(void **state)
+{
+	struct tc *t = *state;
+	struct fs_evict_result r;
+	uint64_t used = 20 * TC_SPAN;
+
+	for (int i = 0; i < TC_NFILES; i++)
+		tc_use(t, i);
+	t->opened[0] = 1;
+	cap_used_add(t->cap, (int64_t)used);
+	cap_evict(t->cap, used - 2 * TC_SPAN, &r);
+	assert_int_equal(r.blocks, 3);
+	assert_int_equal(t->removed[0], t->ino[0]);
+	assert_int_equal(t->removed[2], t->ino[2]);
+	assert_int_equal(r.used_after, used - 2 * TC_SPAN);
+	assert_int_equal(cap_used(t->cap), used - 2 * TC_SPAN);
 }
 
 /*
@@ -238,7 +266,8 @@ static void test_make_room(void **state)
 	assert_int_equal(t->nremoved, 2);
 	assert_int_equal(t->removed[0], t->ino[7]);
 	assert_int_equal(t->removed[1], t->ino[6]);
-	/* The evicted bytes are counted off (the kernel frees them later). */
+	/* The evicted records were freed at once, not when forgotten. */
+	assert_int_equal(cap_used(t->cap), 6 * TC_SPAN);
 	assert_true(cap_used(t->cap) + 3 * TC_SPAN <= high);
 	assert_int_equal(atomic_load(&t->cap->enospc), 0);
 }
@@ -275,6 +304,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_evict_lru_order, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_evict_opened_meanwhile,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_make_room, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_enospc_when_all_busy,
