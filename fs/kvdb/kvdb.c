@@ -19,16 +19,6 @@
 #include "index.h"
 #include "log.h"
 
-/*
- * The daemon's start-up and stop log lines keep the function names they
- * were written under in the daemon (log filters match on them).
- */
-#define kvdb_log(lvl, func, ...)                                               \
-	do {                                                                   \
-		if ((lvl) <= log_max_level)                                    \
-			log_msg((lvl), (func), __VA_ARGS__);                   \
-	} while (0)
-
 static void kvdb_fail(struct kvdb_error *e, int err, enum kvdb_stage stage,
 		      const char *path, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
@@ -252,8 +242,7 @@ void kvdb_recover(struct kvdb *db, idx_extent_fn free_extent,
 	/* Files unlinked while open when the last run ended. */
 	rc = idx_purge_orphans(db->idx, free_extent, ops->ctx);
 	if (rc > 0)
-		kvdb_log(LOG_LVL_INFO, "kvfs_open_store",
-			 "released %d files unlinked during the last run", rc);
+		log_info("released %d files unlinked during the last run", rc);
 	/*
 	 * The marker says the last run stopped cleanly: every record it
 	 * appended is committed, nothing to recover. It is removed (and the
@@ -262,8 +251,7 @@ void kvdb_recover(struct kvdb *db, idx_extent_fn free_extent,
 	datadir_path(path, sizeof(path), db->datadir, KVDB_CLEAN);
 	if (unlink(path) == 0) {
 		kvdb_sync_dir(db->datadir);
-		kvdb_log(LOG_LVL_INFO, "kvfs_open_store",
-			 "the last run stopped cleanly: no recovery needed");
+		log_info("the last run stopped cleanly: no recovery needed");
 		recover_run(db->idx, db->store, 0, ops, out);
 	} else {
 		recover_run(db->idx, db->store, 1, ops, out);
@@ -280,8 +268,7 @@ static void kvdb_mark_clean(const char *datadir)
 	datadir_path(path, sizeof(path), datadir, KVDB_CLEAN);
 	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		kvdb_log(LOG_LVL_WARN, "kvfs_mark_clean",
-			 "cannot write %s: the next start will check the "
+		log_warn("cannot write %s: the next start will check the "
 			 "newest data files",
 			 path);
 		return;

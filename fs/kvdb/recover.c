@@ -15,16 +15,6 @@
 #include "recover.h"
 #include "store.h"
 
-/*
- * Log lines keep the function names they were written under before the
- * daemon was split into modules (log filters and tests match on them).
- */
-#define recover_log(lvl, func, ...)                                            \
-	do {                                                                   \
-		if ((lvl) <= log_max_level)                                    \
-			log_msg((lvl), (func), __VA_ARGS__);                   \
-	} while (0)
-
 /* Names per index listing while dropping. */
 #define RECOVER_BATCH 64
 /*
@@ -88,12 +78,10 @@ static uint64_t recover_drop_short(struct recover *r, uint32_t id,
 			    idx_unlink(r->idx, batch[i].parent, batch[i].name,
 				       0, (int64_t)clock_now(&r->ops->clock),
 				       &ino, &nlink) == 0)
-				recover_log(
-					LOG_LVL_WARN, "evict_recover_file",
-					"dropped %s (inode %llu): its record "
-					"in %06u.kvd was cut short by a crash",
-					batch[i].name,
-					(unsigned long long)batch[i].ino, id);
+				log_warn("dropped %s (inode %llu): its record "
+					 "in %06u.kvd was cut short by a crash",
+					 batch[i].name,
+					 (unsigned long long)batch[i].ino, id);
 			r->ops->release(r->ops->ctx, batch[i].ino);
 			dropped++;
 		}
@@ -121,13 +109,11 @@ static uint64_t recover_file(struct recover *r, uint32_t id, uint64_t from)
 			       &sr) < 0)
 		return dropped;
 	if (sr.unreferenced || sr.torn_tail)
-		recover_log(
-			LOG_LVL_INFO, "evict_recover_file",
-			"%06u.kvd: reclaimed %llu bytes (%llu records never "
-			"committed%s)",
-			id, (unsigned long long)sr.freed_bytes,
-			(unsigned long long)sr.unreferenced,
-			sr.torn_tail ? ", a torn tail" : "");
+		log_info("%06u.kvd: reclaimed %llu bytes (%llu records never "
+			 "committed%s)",
+			 id, (unsigned long long)sr.freed_bytes,
+			 (unsigned long long)sr.unreferenced,
+			 sr.torn_tail ? ", a torn tail" : "");
 	return dropped;
 }
 
@@ -209,8 +195,7 @@ void recover_run(struct idx *idx, struct store *st, int crashed,
 	r.doffs =
 		calloc(RECOVER_MAX_HORIZONS + RECOVER_FILES, sizeof(*r.doffs));
 	if (!r.batch || !hids || !hoffs || !gone || !r.done || !r.doffs) {
-		recover_log(LOG_LVL_ERR, "fs_recover",
-			    "recovery: out of memory");
+		log_err("recovery: out of memory");
 		goto out;
 	}
 	nh = idx_horizons_get(idx, hids, hoffs, RECOVER_MAX_HORIZONS);
@@ -229,16 +214,13 @@ void recover_run(struct idx *idx, struct store *st, int crashed,
 		goto out;
 	out->dropped = dropped;
 	out->walked = r.walked;
-	recover_log(
-		LOG_LVL_INFO, "fs_recover",
-		"crash recovery: read %llu MiB of %d data files in %lld ms",
-		(unsigned long long)(r.walked >> 20), r.ndone,
-		(long long)(((int64_t)clock_now(&ops->clock) - t0) / 1000000));
+	log_info("crash recovery: read %llu MiB of %d data files in %lld ms",
+		 (unsigned long long)(r.walked >> 20), r.ndone,
+		 (long long)(((int64_t)clock_now(&ops->clock) - t0) / 1000000));
 	if (dropped)
-		recover_log(LOG_LVL_WARN, "fs_recover",
-			    "crash recovery: dropped %llu names whose records "
-			    "were cut short",
-			    (unsigned long long)dropped);
+		log_warn("crash recovery: dropped %llu names whose records "
+			 "were cut short",
+			 (unsigned long long)dropped);
 out:
 	free(r.batch);
 	free(hids);

@@ -17,16 +17,6 @@
 #include "log.h"
 #include "store.h"
 
-/*
- * Log lines keep the function names they were written under before the
- * daemon was split into modules (log filters and tests match on them).
- */
-#define cap_log(lvl, func, ...)                                                \
-	do {                                                                   \
-		if ((lvl) <= log_max_level)                                    \
-			log_msg((lvl), (func), __VA_ARGS__);                   \
-	} while (0)
-
 /* Names per index listing while evicting. */
 #define CAP_BATCH 64
 /*
@@ -107,8 +97,8 @@ void cap_flush_touches(struct cap *c)
 		return;
 	rc = idx_touch(c->idx, n, inos, times);
 	if (rc < 0)
-		cap_log(LOG_LVL_WARN, "evict_flush_touches",
-			"cannot record %zu access times: %s", n, strerror(-rc));
+		log_warn("cannot record %zu access times: %s", n,
+			 strerror(-rc));
 }
 
 void cap_measure(struct cap *c)
@@ -193,20 +183,18 @@ int cap_make_room(struct cap *c, uint64_t want)
 	target = c->cfg.low_wm < cap - bytes ? c->cfg.low_wm : cap - bytes;
 	cap_evict(c, target, &r);
 	if (r.blocks)
-		cap_log(LOG_LVL_INFO, "fs_make_room",
-			"evicted %llu blocks (%llu bytes) to make room for "
-			"a store",
-			(unsigned long long)r.blocks,
-			(unsigned long long)r.bytes);
+		log_info("evicted %llu blocks (%llu bytes) to make room for "
+			 "a store",
+			 (unsigned long long)r.blocks,
+			 (unsigned long long)r.bytes);
 	/* Only room really freed counts: an evicted record still open does not. */
 	if (cap_used(c) + bytes <= cap)
 		return 0;
 out_full:
 	atomic_fetch_add(&c->enospc, 1);
-	cap_log(LOG_LVL_WARN, "fs_make_room",
-		"high watermark %llu bytes reached and nothing can be "
-		"evicted (all open): store of %llu bytes refused",
-		(unsigned long long)cap, (unsigned long long)want);
+	log_warn("high watermark %llu bytes reached and nothing can be "
+		 "evicted (all open): store of %llu bytes refused",
+		 (unsigned long long)cap, (unsigned long long)want);
 	return -ENOSPC;
 }
 

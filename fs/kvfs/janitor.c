@@ -18,16 +18,6 @@
 #include "recover.h"
 #include "tmpsweep.h"
 
-/*
- * Log lines keep the function names they were written under before the
- * daemon was split into modules (log filters and tests match on them).
- */
-#define janitor_log(lvl, func, ...)                                            \
-	do {                                                                   \
-		if ((lvl) <= log_max_level)                                    \
-			log_msg((lvl), (func), __VA_ARGS__);                   \
-	} while (0)
-
 /* How often the janitor measures, evicts and writes last-use times. */
 #define JANITOR_PERIOD_MS 200
 
@@ -80,22 +70,19 @@ static void *janitor_main(void *arg)
 	while (!cap_wait(fs->cap, JANITOR_PERIOD_MS)) {
 		cap_flush_touches(fs->cap);
 		if (store_flush_names(fs->store) < 0)
-			janitor_log(
-				LOG_LVL_WARN, "evict_main",
-				"name records of recent renames are lost: a "
-				"rebuilt index lists those files under their "
-				"old names");
+			log_warn("name records of recent renames are lost: a "
+				 "rebuilt index lists those files under their "
+				 "old names");
 		if (hz)
 			janitor_horizons(fs, hz);
 		cap_measure(fs->cap);
 		if (fs_used(fs) > fs->cfg.high_wm) {
 			cap_evict(fs->cap, fs->cfg.low_wm, &r);
 			if (r.blocks)
-				janitor_log(LOG_LVL_INFO, "evict_main",
-					    "above the high watermark: evicted "
-					    "%llu blocks (%llu bytes)",
-					    (unsigned long long)r.blocks,
-					    (unsigned long long)r.bytes);
+				log_info("above the high watermark: evicted "
+					 "%llu blocks (%llu bytes)",
+					 (unsigned long long)r.blocks,
+					 (unsigned long long)r.bytes);
 		}
 		if (fs_now_ns() - last_tmp > fs->cfg.tmp_max_age_ns / 4 + 1) {
 			last_tmp = fs_now_ns();

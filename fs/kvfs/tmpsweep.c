@@ -12,16 +12,6 @@
 #include "node.h"
 #include "tmpsweep.h"
 
-/*
- * Log lines keep the function names they were written under before the
- * daemon was split into modules (log filters and tests match on them).
- */
-#define tmp_log(lvl, func, ...)                                                \
-	do {                                                                   \
-		if ((lvl) <= log_max_level)                                    \
-			log_msg((lvl), (func), __VA_ARGS__);                   \
-	} while (0)
-
 /* Names per index listing. */
 #define TMP_BATCH 64
 
@@ -63,10 +53,9 @@ void tmp_sweep(struct fs *fs, int64_t cutoff_ns)
 	}
 	free(batch);
 	if (n) {
-		tmp_log(LOG_LVL_INFO, "evict_tmp",
-			"removed %llu stale temporary files of a crashed "
-			"engine",
-			(unsigned long long)n);
+		log_info("removed %llu stale temporary files of a crashed "
+			 "engine",
+			 (unsigned long long)n);
 		atomic_fetch_add(&fs->tmp_removed, n);
 	}
 }

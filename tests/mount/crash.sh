@@ -109,7 +109,7 @@ crash_recovery() {
 		sub(".*" re, "", l)
 		return l + 0
 	}
-	/fs_recover: .*reclaimed/ {
+	/[0-9]+\.kvd: reclaimed [0-9]+ bytes/ {
 		files++
 		bytes += num("reclaimed ")
 		never += num("bytes [(]")
