@@ -4,7 +4,8 @@
  * BLOCK; the sequences are tests/common/engine.c): a benchmark helper, it
  * prints numbers and judges none.
  *
- *   store_load store DIR SIZE NBLOCKS THREADS
+ *   store_load [-u OLDDIR] [-a THREADS] [-s [-c CMD]] store DIR SIZE
+ *              NBLOCKS THREADS
  *       access(dest) -> mkdir -p -> open(tmp, O_CREAT|O_EXCL|O_WRONLY|
  *       O_TRUNC|O_DIRECT) -> one write -> close -> rename, per block
  *   store_load load DIR SIZE NBLOCKS THREADS direct|buffered
@@ -13,10 +14,32 @@
  * Blocks are split into THREADS contiguous ranges, one per thread. Small
  * SIZEs (4096) make the store mode the small-file create benchmark.
  *
- * Prints one line: "OP MiB/s p50_ms p99_ms errors blocks/s first_error",
- * the latencies per block, first_error the errno name of the first failed
- * block ("-" when none; EIO for a short write or read or wrong bytes).
- * Each failed block is also counted; the exit status is 1 when any did.
+ * Store options:
+ *   -u OLDDIR  deletes going on, as an engine evicting while it stores:
+ *              after storing block i, the thread unlinks block i of the
+ *              tree OLDDIR (an earlier store of as many blocks); a failed
+ *              unlink is that block's error
+ *   -a THREADS right after the last store (before any sync), one
+ *              access(F_OK) pass over the NBLOCKS names just stored, with
+ *              THREADS threads: the first lookup of a just-stored block;
+ *              a missing name is an error. Its time is not store time.
+ *   -s         the run ends when syncfs(2) on DIR returns, so that the
+ *              store figures measure what reached the disk, not what was
+ *              buffered
+ *   -c CMD     after that syncfs, runs CMD with /bin/sh -c (a FUSE
+ *              daemon's own sync, which syncfs cannot reach) and ends the
+ *              run when it exits; a non-zero status is an error
+ *
+ * Prints one line: "OP MiB/s p50_ms p99_ms errors blocks/s first_error
+ * sync_ms access_ops_s". MiB/s and blocks/s are over the stores plus the
+ * final sync (-s, -c); sync_ms is that sync's share ("-" without -s);
+ * access_ops_s the -a pass's rate ("-" without -a). The latencies are per
+ * block: for a load the whole sequence, for a store from the temp's open
+ * to the rename's return (create, write, close, rename; the unlink of -u
+ * is not in it). first_error is the errno name of the first failed block
+ * or step ("-" when none; EIO for a short write or read or wrong bytes;
+ * "sync-cmd" when CMD failed). Each failed block is also counted; the exit
+ * status is 1 when any did.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,15 +56,31 @@
 
 #include "engine.h"
 
+enum sl_op { SL_STORE, SL_LOAD, SL_ACCESS };
+
 struct sl_job {
 	const char *dir;
+	const char *old; /* -u: the tree whose blocks go while storing */
 	size_t size;
 	int from, to;
-	int store;
+	enum sl_op op;
 	int direct;
 	double *lat; /* seconds per block, indexed by block */
 	long errors;
 	int first_err; /* -errno of this thread's first failed block */
+};
+
+/* One pass of NBLOCKS over THREADS threads: what it needs and what it
+ * found. */
+struct sl_pass {
+	const char *dir, *old;
+	size_t size;
+	int n, nthreads;
+	enum sl_op op;
+	int direct;
+	double *lat;
+	long errors;
+	const char *first_err; /* errno name of the first failure, or "-" */
 };
 
 static double sl_now(void)
@@ -64,10 +103,21 @@ static void sl_path(char *dest, const char *dir, int i)
 		snprintf(dest, PATH_MAX, "/path-too-long");
 }
 
-/* The engine's store of block i (tests/common/engine.c). 0 or -errno. */
-static int sl_store_one(struct sl_job *j, unsigned char *buf, int i)
+/* eng_store's fill hook: the time of the temp's open. */
+static void sl_mark(void *arg)
+{
+	*(double *)arg = sl_now();
+}
+
+/* The engine's store of block i (tests/common/engine.c), then with -u the
+ * unlink of the old tree's block i. *lat: from the temp's open to the
+ * rename's return (the whole sequence when it stopped before the open).
+ * 0 or -errno. */
+static int sl_store_one(struct sl_job *j, unsigned char *buf, int i,
+			double *lat)
 {
 	char dest[PATH_MAX];
+	double t_open = sl_now();
 	struct eng_store s = {
 		.dirfd = AT_FDCWD,
 		.path = dest,
@@ -75,13 +125,23 @@ static int sl_store_one(struct sl_job *j, unsigned char *buf, int i)
 		.size = j->size,
 		.flags = ENG_DIRECT | ENG_ACCESS,
 		.suffix = (unsigned long long)(pthread_self() % 1000000),
+		.fill = sl_mark,
+		.arg = &t_open,
 	};
 	int rc;
 
 	sl_path(dest, j->dir, i);
 	memcpy(buf, &i, sizeof(i));
 	rc = eng_store(&s);
-	return rc < 0 ? rc : 0;
+	*lat = sl_now() - t_open;
+	if (rc < 0)
+		return rc;
+	if (j->old) {
+		sl_path(dest, j->old, i);
+		if (unlink(dest) < 0)
+			return -errno;
+	}
+	return 0;
 }
 
 /* The engine's load of block i, its first 4 bytes checked. 0 or -errno
@@ -105,30 +165,107 @@ static int sl_load_one(struct sl_job *j, unsigned char *buf, int i)
 	return n == (ssize_t)j->size && got == i ? 0 : -EIO;
 }
 
+/* access(F_OK) of block i, which must be there. 0 or -errno. */
+static int sl_access_one(struct sl_job *j, int i)
+{
+	char dest[PATH_MAX];
+
+	sl_path(dest, j->dir, i);
+	return access(dest, F_OK) < 0 ? -errno : 0;
+}
+
 static void *sl_thread(void *arg)
 {
 	struct sl_job *j = arg;
-	unsigned char *buf;
+	unsigned char *buf = NULL;
 
-	buf = mmap(NULL, j->size, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (buf == MAP_FAILED) {
-		j->errors = j->to - j->from;
-		j->first_err = -ENOMEM;
-		return NULL;
+	if (j->op != SL_ACCESS) {
+		buf = mmap(NULL, j->size, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (buf == MAP_FAILED) {
+			j->errors = j->to - j->from;
+			j->first_err = -ENOMEM;
+			return NULL;
+		}
+		memset(buf, 0x5a, j->size);
 	}
-	memset(buf, 0x5a, j->size);
 	for (int i = j->from; i < j->to; i++) {
 		double t0 = sl_now();
-		int rc = j->store ? sl_store_one(j, buf, i)
-				  : sl_load_one(j, buf, i);
+		int rc;
 
-		j->lat[i] = sl_now() - t0;
+		switch (j->op) {
+		case SL_STORE:
+			rc = sl_store_one(j, buf, i, &j->lat[i]);
+			break;
+		case SL_LOAD:
+			rc = sl_load_one(j, buf, i);
+			j->lat[i] = sl_now() - t0;
+			break;
+		default:
+			rc = sl_access_one(j, i);
+			j->lat[i] = sl_now() - t0;
+			break;
+		}
 		if (rc < 0 && j->errors++ == 0)
 			j->first_err = rc;
 	}
-	munmap(buf, j->size);
+	if (buf)
+		munmap(buf, j->size);
 	return NULL;
+}
+
+/* Runs one pass: p->n blocks split across p->nthreads threads. 0, or -1
+ * when the threads could not be made. */
+static int sl_run_pass(struct sl_pass *p)
+{
+	struct sl_job *jobs = calloc((size_t)p->nthreads, sizeof(*jobs));
+	pthread_t *t = calloc((size_t)p->nthreads, sizeof(*t));
+
+	if (!jobs || !t) {
+		free(jobs);
+		free(t);
+		return -1;
+	}
+	for (int i = 0; i < p->nthreads; i++) {
+		jobs[i] = (struct sl_job){
+			.dir = p->dir,
+			.old = p->old,
+			.size = p->size,
+			.from = (int)((long)p->n * i / p->nthreads),
+			.to = (int)((long)p->n * (i + 1) / p->nthreads),
+			.op = p->op,
+			.direct = p->direct,
+			.lat = p->lat};
+		pthread_create(&t[i], NULL, sl_thread, &jobs[i]);
+	}
+	for (int i = 0; i < p->nthreads; i++) {
+		pthread_join(t[i], NULL);
+		if (jobs[i].errors && !p->errors)
+			p->first_err = strerrorname_np(-jobs[i].first_err);
+		p->errors += jobs[i].errors;
+	}
+	if (!p->first_err)
+		p->first_err = "?";
+	free(jobs);
+	free(t);
+	return 0;
+}
+
+/* The final sync: syncfs(2) on dir, then cmd (may be NULL). Counts a
+ * failure into p. */
+static void sl_sync(struct sl_pass *p, const char *cmd)
+{
+	const char *err = NULL;
+	int fd = open(p->dir, O_RDONLY | O_DIRECTORY);
+
+	if (fd < 0 || syncfs(fd) < 0)
+		err = strerrorname_np(errno) ? strerrorname_np(errno) : "?";
+	if (fd >= 0)
+		close(fd);
+	if (!err && cmd && system(cmd) != 0)
+		err = "sync-cmd";
+	if (err && p->errors++ == 0)
+		p->first_err = err;
 }
 
 static int sl_cmp(const void *a, const void *b)
@@ -138,57 +275,90 @@ static int sl_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int sl_usage(void)
+{
+	fprintf(stderr, "usage: see the comment in %s\n", __FILE__);
+	return 2;
+}
+
 int main(int argc, char **argv)
 {
-	struct sl_job *jobs;
-	pthread_t *t;
-	double *lat, t0, dt;
-	const char *first_err = "-";
-	long errors = 0;
-	size_t size;
-	int n, nthreads, store;
+	struct sl_pass p = {.first_err = "-"}, a = {.first_err = "-"};
+	const char *cmd = NULL;
+	double t0, dt, dsync = -1, rate_a = -1;
+	char sync_ms[32] = "-", access_rate[32] = "-";
+	int opt, sync = 0, athreads = 0, n;
 
-	if (argc < 6 ||
-	    (strcmp(argv[1], "store") != 0 && strcmp(argv[1], "load") != 0)) {
-		fprintf(stderr, "usage: see the comment in %s\n", __FILE__);
-		return 2;
+	while ((opt = getopt(argc, argv, "+u:a:sc:")) != -1) {
+		switch (opt) {
+		case 'u':
+			p.old = optarg;
+			break;
+		case 'a':
+			athreads = atoi(optarg);
+			break;
+		case 's':
+			sync = 1;
+			break;
+		case 'c':
+			cmd = optarg;
+			break;
+		default:
+			return sl_usage();
+		}
 	}
-	store = strcmp(argv[1], "store") == 0;
-	size = strtoull(argv[3], NULL, 0);
-	n = atoi(argv[4]);
-	nthreads = atoi(argv[5]);
-	jobs = calloc((size_t)nthreads, sizeof(*jobs));
-	t = calloc((size_t)nthreads, sizeof(*t));
-	lat = calloc((size_t)n, sizeof(*lat));
-	if (!jobs || !t || !lat || n <= 0 || nthreads <= 0)
+	argv += optind - 1;
+	argc -= optind - 1;
+	if (argc < 6 ||
+	    (strcmp(argv[1], "store") != 0 && strcmp(argv[1], "load") != 0))
+		return sl_usage();
+	p.op = strcmp(argv[1], "store") == 0 ? SL_STORE : SL_LOAD;
+	p.dir = argv[2];
+	p.size = strtoull(argv[3], NULL, 0);
+	p.n = n = atoi(argv[4]);
+	p.nthreads = atoi(argv[5]);
+	p.direct = p.op == SL_STORE ||
+		   (argc > 6 && strcmp(argv[6], "direct") == 0);
+	if (n <= 0 || p.nthreads <= 0 || athreads < 0 ||
+	    (p.op != SL_STORE && (p.old || athreads || sync || cmd)))
+		return sl_usage();
+	p.lat = calloc((size_t)n, sizeof(*p.lat));
+	a.lat = calloc((size_t)n, sizeof(*a.lat));
+	if (!p.lat || !a.lat)
 		return 2;
 	t0 = sl_now();
-	for (int i = 0; i < nthreads; i++) {
-		jobs[i] = (struct sl_job){
-			.dir = argv[2],
-			.size = size,
-			.from = (int)((long)n * i / nthreads),
-			.to = (int)((long)n * (i + 1) / nthreads),
-			.store = store,
-			.direct = store ||
-				  (argc > 6 && strcmp(argv[6], "direct") == 0),
-			.lat = lat};
-		pthread_create(&t[i], NULL, sl_thread, &jobs[i]);
-	}
-	for (int i = 0; i < nthreads; i++) {
-		pthread_join(t[i], NULL);
-		if (jobs[i].errors && !errors)
-			first_err = strerrorname_np(-jobs[i].first_err);
-		errors += jobs[i].errors;
-	}
+	if (sl_run_pass(&p) < 0)
+		return 2;
 	dt = sl_now() - t0;
-	qsort(lat, (size_t)n, sizeof(*lat), sl_cmp);
-	printf("%s %.1f %.3f %.3f %ld %.0f %s\n", argv[1],
-	       (double)size * n / (1024.0 * 1024.0) / dt, lat[n / 2] * 1e3,
-	       lat[(int)(n * 0.99) < n ? (int)(n * 0.99) : n - 1] * 1e3, errors,
-	       n / dt, first_err ? first_err : "?");
-	free(jobs);
-	free(t);
-	free(lat);
-	return errors ? 1 : 0;
+	if (athreads) {
+		a = (struct sl_pass){.dir = p.dir,
+				     .n = n,
+				     .nthreads = athreads,
+				     .op = SL_ACCESS,
+				     .lat = a.lat};
+		t0 = sl_now();
+		if (sl_run_pass(&a) < 0)
+			return 2;
+		rate_a = n / (sl_now() - t0);
+		if (a.errors && !p.errors)
+			p.first_err = a.first_err;
+		p.errors += a.errors;
+	}
+	if (sync) {
+		t0 = sl_now();
+		sl_sync(&p, cmd);
+		dsync = sl_now() - t0;
+		dt += dsync;
+		snprintf(sync_ms, sizeof(sync_ms), "%.1f", dsync * 1e3);
+	}
+	if (rate_a >= 0)
+		snprintf(access_rate, sizeof(access_rate), "%.0f", rate_a);
+	qsort(p.lat, (size_t)n, sizeof(*p.lat), sl_cmp);
+	printf("%s %.1f %.3f %.3f %ld %.0f %s %s %s\n", argv[1],
+	       (double)p.size * n / (1024.0 * 1024.0) / dt, p.lat[n / 2] * 1e3,
+	       p.lat[(int)(n * 0.99) < n ? (int)(n * 0.99) : n - 1] * 1e3,
+	       p.errors, n / dt, p.first_err, sync_ms, access_rate);
+	free(p.lat);
+	free(a.lat);
+	return p.errors ? 1 : 0;
 }
