@@ -28,7 +28,8 @@
  *              buffered
  *   -c CMD     after that syncfs, runs CMD with /bin/sh -c (a FUSE
  *              daemon's own sync, which syncfs cannot reach) and ends the
- *              run when it exits; a non-zero status is an error
+ *              run when it exits; a non-zero status is an error. What
+ *              CMD prints goes to standard error.
  *
  * Prints one line: "OP MiB/s p50_ms p99_ms errors blocks/s first_error
  * sync_ms access_ops_s". MiB/s and blocks/s are over the stores plus the
@@ -251,6 +252,25 @@ static int sl_run_pass(struct sl_pass *p)
 	return 0;
 }
 
+/* Runs cmd with /bin/sh -c, its standard output sent to our standard
+ * error: ours carries the one result line. Its status as system(3)'s. */
+static int sl_system(const char *cmd)
+{
+	int out = dup(STDOUT_FILENO), rc;
+
+	fflush(stdout);
+	if (out < 0)
+		return -1;
+	if (dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+		close(out);
+		return -1;
+	}
+	rc = system(cmd);
+	dup2(out, STDOUT_FILENO);
+	close(out);
+	return rc;
+}
+
 /* The final sync: syncfs(2) on dir, then cmd (may be NULL). Counts a
  * failure into p. */
 static void sl_sync(struct sl_pass *p, const char *cmd)
@@ -262,7 +282,7 @@ static void sl_sync(struct sl_pass *p, const char *cmd)
 		err = strerrorname_np(errno) ? strerrorname_np(errno) : "?";
 	if (fd >= 0)
 		close(fd);
-	if (!err && cmd && system(cmd) != 0)
+	if (!err && cmd && sl_system(cmd) != 0)
 		err = "sync-cmd";
 	if (err && p->errors++ == 0)
 		p->first_err = err;
