@@ -26,6 +26,7 @@
 #
 # Environment: as lib.sh, plus WB_CLIENT (tests/mount/wb_client), KVFSCTL
 # and KVFS_FAULT_INJECTION.
+# shellcheck disable=SC2034 # read by lib.sh
 T_NEEDS="WB_CLIENT KVFSCTL"
 . "$(dirname "$0")/lib.sh"
 
@@ -55,7 +56,7 @@ kv_stat() {
 # FIRST + w * 1000 .. + COUNT - 1 of size SIZES[w]; each must end with
 # every store done (300 s bound).
 writers() {
-	local dir=$1 first=$2 count=$3 tag=$4 w i
+	local dir=$1 first=$2 count=$3 tag=$4 w
 	WPIDS=()
 	for w in $(seq 0 $((NW - 1))); do
 		"$WB" store "$dir" $((first + w * 1000)) "$count" "${SIZES[$w]}" \
@@ -63,7 +64,7 @@ writers() {
 		WPIDS+=($!)
 	done
 	for w in $(seq 0 $((NW - 1))); do
-		for i in $(seq 3000); do
+		for _ in $(seq 3000); do
 			t_alive "${WPIDS[$w]}" || break
 			sleep 0.1
 		done
@@ -136,7 +137,7 @@ writers "$T_MNT/q" 0 $QUEUED queued
 qfiles=$(kv_stat wb_queued_files)
 qbytes=$(kv_stat wb_queued_bytes)
 appends=$(kv_stat wb_appends_total)
-[ -n "$qfiles" ] && [ -n "$qbytes" ] || t_fail "no kvfs_wb_queued_* metrics"
+{ [ -n "$qfiles" ] && [ -n "$qbytes" ]; } || t_fail "no kvfs_wb_queued_* metrics"
 [ "$qfiles" -ge 1 ] || t_fail "the queue was empty before the kill" \
 	"(the delay hook held nothing)"
 pid=${T_PID[$T_MNT]}

@@ -28,6 +28,7 @@
 # Environment: as lib.sh, plus WB_CLIENT (tests/mount/wb_client), KVFSCTL
 # and KVFS_FAULT_INJECTION (1: cases c and d run; otherwise they are
 # skipped with a log line).
+# shellcheck disable=SC2034 # read by lib.sh
 T_NEEDS="WB_CLIENT KVFSCTL"
 . "$(dirname "$0")/lib.sh"
 
