@@ -101,8 +101,10 @@ int idx_create(struct idx *idx, uint64_t parent, const char *name,
 int idx_readlink(struct idx *idx, uint64_t ino, char *buf, size_t len);
 
 /*
- * Writes mode, uid, gid, size and the three times of attr->ino (the extent is
- * left alone: see idx_set_extent). -ENOENT when there is no such inode.
+ * Writes mode, uid, gid and the three times of attr->ino. The size and the
+ * extent are left alone: only a save sets them (idx_set_extent), so that a
+ * setattr racing a background save never pairs one save's size with
+ * another's record. -ENOENT when there is no such inode.
  */
 int idx_setattr(struct idx *idx, const struct idx_attr *attr);
 
@@ -116,6 +118,23 @@ int idx_setattr(struct idx *idx, const struct idx_attr *attr);
 int idx_set_extent(struct idx *idx, uint64_t ino, uint64_t size,
 		   int64_t mtime_ns, const struct kv_extent *ext,
 		   const uint32_t *crcs, uint32_t ncrcs, struct kv_extent *old);
+/* One save for idx_set_extents(). */
+struct idx_save {
+	uint64_t ino;
+	uint64_t size;
+	int64_t mtime_ns;
+	struct kv_extent ext;
+	const uint32_t *crcs; /* kv_nchunks(ext.len) values */
+	struct kv_extent old; /* out: the extent replaced */
+	int rc;		      /* out: 0 or -errno for this save */
+};
+/*
+ * idx_set_extent() for n inodes in one transaction (group commit). A save
+ * that fails on its own (-ENOENT, -EINVAL) gets its rc and the others go
+ * on; when the transaction fails, every save gets its error. Returns 0 or
+ * that error.
+ */
+int idx_set_extents(struct idx *idx, struct idx_save *v, size_t n);
 /*
  * The CRC list of ino's record: *crcs (caller frees with free(); NULL when
  * there is none) and their count in *ncrcs.
@@ -165,6 +184,16 @@ int idx_release_inode(struct idx *idx, uint64_t ino, struct kv_extent *ext);
  */
 typedef void (*idx_extent_fn)(void *arg, const struct kv_extent *ext);
 int idx_purge_orphans(struct idx *idx, idx_extent_fn fn, void *arg);
+
+/*
+ * Removes the names of regular files created and never saved since (their
+ * first save would have cleared the mark): after a crash, the files whose
+ * bytes were still in the daemon's write-behind queue. fn (may be NULL)
+ * gets each name before it goes; the inodes become orphans for
+ * idx_purge_orphans(). Returns how many.
+ */
+typedef void (*idx_name_fn)(void *arg, uint64_t parent, const char *name);
+int idx_purge_pending(struct idx *idx, idx_name_fn fn, void *arg);
 
 /*
  * Number of live inodes whose record is in data file file_id.

@@ -71,6 +71,9 @@ enum idx_sid {
 	SID_ORPHANS,
 	SID_DELETE_ORPHAN_XATTRS,
 	SID_DELETE_ORPHANS,
+	SID_PENDING_NAMES,
+	SID_DELETE_PENDING_NAMES,
+	SID_UNLINK_PENDING,
 	SID_STATFS,
 	SID_COUNT,
 	/* xattr.c */
@@ -103,6 +106,10 @@ extern const char *const idx_xattr_sql[IDX_NSTMT];
 extern const char *const idx_rec_sql[IDX_NSTMT];
 
 /* Columns 0..IDX_ATTR_NCOLS-1 of every statement that yields attributes. */
+/* A regular file created and never saved since (see idx_purge_pending). */
+#define IDX_PENDING                                                            \
+	"(i.mode & 0xF000) = 32768 AND i.file_id = 0 AND i.hdr_len = -1 "
+
 #define IDX_ATTR_COLS                                                          \
 	"i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.atime_ns, "           \
 	"i.mtime_ns, i.ctime_ns, i.file_id, i.rec_off, i.hdr_len, i.rec_len"

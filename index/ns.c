@@ -43,9 +43,14 @@ const char *const idx_ns_sql[IDX_NSTMT] = {
 			"FROM dentries AS d "
 			"LEFT JOIN inodes AS i ON i.ino = d.ino "
 			"WHERE d.parent = ?1 AND d.id > ?2 ORDER BY d.id",
+	/*
+	 * A new regular file is "pending" (hdr_len -1, no record) until its
+	 * first save (idx_set_extent) : see idx_purge_pending().
+	 */
 	[SID_INSERT_INODE] = "INSERT INTO inodes (mode, uid, gid, nlink, size, "
-			     "atime_ns, mtime_ns, ctime_ns, target) "
-			     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+			     "atime_ns, mtime_ns, ctime_ns, target, hdr_len) "
+			     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+			     "-((?1 & 0xF000) = 0x8000))",
 	/* idx_create_ino(): the caller picks the inode number (?9). */
 	[SID_INSERT_INODE_AT] = "INSERT INTO inodes (ino, mode, uid, gid, "
 				"nlink, size, atime_ns, mtime_ns, ctime_ns) "
@@ -59,7 +64,7 @@ const char *const idx_ns_sql[IDX_NSTMT] = {
 	[SID_SET_CTIME] = "UPDATE inodes SET ctime_ns = ?2 WHERE ino = ?1",
 	/* The type bits never change: only permission bits come from ?2. */
 	[SID_SETATTR] = "UPDATE inodes SET mode = (mode & 0xF000) | "
-			"(?2 & 0x0FFF), uid = ?3, gid = ?4, size = ?5, "
+			"(?2 & 0x0FFF), uid = ?3, gid = ?4, "
 			"atime_ns = ?6, mtime_ns = ?7, ctime_ns = ?8 "
 			"WHERE ino = ?1",
 	[SID_READLINK] = "SELECT mode, target FROM inodes WHERE ino = ?1",
@@ -78,6 +83,15 @@ const char *const idx_ns_sql[IDX_NSTMT] = {
 				     "(SELECT ino FROM inodes "
 				     "WHERE nlink = 0)",
 	[SID_DELETE_ORPHANS] = "DELETE FROM inodes WHERE nlink = 0",
+	/* idx_purge_pending(): files whose first save never landed. */
+	[SID_PENDING_NAMES] = "SELECT d.parent, d.name FROM dentries AS d "
+			      "JOIN inodes AS i ON i.ino = d.ino "
+			      "WHERE " IDX_PENDING,
+	[SID_DELETE_PENDING_NAMES] =
+		"DELETE FROM dentries WHERE ino IN "
+		"(SELECT ino FROM inodes AS i WHERE " IDX_PENDING ")",
+	[SID_UNLINK_PENDING] =
+		"UPDATE inodes AS i SET nlink = 0 WHERE " IDX_PENDING,
 	[SID_STATFS] = "SELECT ninodes, nbytes FROM stats WHERE id = 1",
 	/* One pass over the inode table (idx_count()). */
 	[SID_COUNT] = "SELECT "
@@ -142,6 +156,9 @@ static int idx_row_attr(struct idx *idx, sqlite3_stmt *st, struct idx_attr *a)
 				.len = (uint64_t)sqlite3_column_int64(st, 12),
 			},
 	};
+	/* No record: hdr_len may be the pending mark (SID_INSERT_INODE). */
+	if (!a->ext.file_id)
+		a->ext.hdr_len = 0;
 	return 0;
 }
 
@@ -813,6 +830,36 @@ int idx_purge_orphans(struct idx *idx, idx_extent_fn fn, void *arg)
 	for (size_t i = 0; rc >= 0 && fn && i < xs.n; i++)
 		fn(arg, &xs.v[i]);
 	free(xs.v);
+	return rc;
+}
+
+/* Unnames every pending file (reporting each to fn first); their count. */
+static int idx_purge_pending_txn(struct idx *idx, idx_name_fn fn, void *arg)
+{
+	sqlite3_stmt *st = idx->st[SID_PENDING_NAMES];
+	int count = 0, rc;
+
+	while ((rc = IDX_STEP(idx, st)) == 1) {
+		count++;
+		if (fn)
+			fn(arg, (uint64_t)sqlite3_column_int64(st, 0),
+			   (const char *)sqlite3_column_text(st, 1));
+	}
+	idx_done(st);
+	if (rc < 0)
+		return rc;
+	rc = IDX_RUN(idx, idx->st[SID_DELETE_PENDING_NAMES]);
+	if (!rc)
+		rc = IDX_RUN(idx, idx->st[SID_UNLINK_PENDING]);
+	return rc < 0 ? rc : count;
+}
+
+int idx_purge_pending(struct idx *idx, idx_name_fn fn, void *arg)
+{
+	int rc = idx_enter(idx, 1);
+
+	if (!rc)
+		rc = idx_leave(idx, idx_purge_pending_txn(idx, fn, arg));
 	return rc;
 }
 

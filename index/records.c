@@ -111,17 +111,17 @@ static int idx_set_extent_txn(struct idx *idx, uint64_t ino, uint64_t size,
 	return rc;
 }
 
-int idx_set_extent(struct idx *idx, uint64_t ino, uint64_t size,
-		   int64_t mtime_ns, const struct kv_extent *ext,
-		   const uint32_t *crcs, uint32_t ncrcs, struct kv_extent *old)
+/*
+ * Checks a save's CRC count and encodes the CRCs as the index stores them
+ * (*blob, malloc'd; NULL when there are none).
+ */
+static int idx_crc_blob(struct idx *idx, uint64_t ino,
+			const struct kv_extent *ext, const uint32_t *crcs,
+			uint32_t ncrcs, uint8_t **blob)
 {
-	static const struct kv_extent none;
-	struct kv_extent prev;
-	uint8_t *blob = NULL;
-	int rc;
+	uint8_t *b;
 
-	if (!ext)
-		ext = &none;
+	*blob = NULL;
 	if (ext->file_id ? ncrcs != kv_nchunks(ext->len) : ncrcs != 0) {
 		log_err("%s: inode %" PRIu64 ": %" PRIu32
 			" CRCs for a record of %" PRIu64
@@ -131,18 +131,36 @@ int idx_set_extent(struct idx *idx, uint64_t ino, uint64_t size,
 	}
 	if (ncrcs > IDX_MAX_CRCS)
 		return -EFBIG;
-	assert(crcs || ncrcs == 0);
-	if (ncrcs) {
-		blob = malloc((size_t)ncrcs * 4);
-		if (!blob)
-			return -ENOMEM;
-		for (uint32_t i = 0; i < ncrcs; i++) {
-			blob[4 * i] = (uint8_t)crcs[i];
-			blob[4 * i + 1] = (uint8_t)(crcs[i] >> 8);
-			blob[4 * i + 2] = (uint8_t)(crcs[i] >> 16);
-			blob[4 * i + 3] = (uint8_t)(crcs[i] >> 24);
-		}
+	if (!ncrcs)
+		return 0;
+	assert(crcs);
+	b = malloc((size_t)ncrcs * 4);
+	if (!b)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < ncrcs; i++) {
+		b[4 * i] = (uint8_t)crcs[i];
+		b[4 * i + 1] = (uint8_t)(crcs[i] >> 8);
+		b[4 * i + 2] = (uint8_t)(crcs[i] >> 16);
+		b[4 * i + 3] = (uint8_t)(crcs[i] >> 24);
 	}
+	*blob = b;
+	return 0;
+}
+
+int idx_set_extent(struct idx *idx, uint64_t ino, uint64_t size,
+		   int64_t mtime_ns, const struct kv_extent *ext,
+		   const uint32_t *crcs, uint32_t ncrcs, struct kv_extent *old)
+{
+	static const struct kv_extent none;
+	struct kv_extent prev;
+	uint8_t *blob;
+	int rc;
+
+	if (!ext)
+		ext = &none;
+	rc = idx_crc_blob(idx, ino, ext, crcs, ncrcs, &blob);
+	if (rc < 0)
+		return rc;
 	rc = idx_enter(idx, 1);
 	if (!rc)
 		rc = idx_leave(idx, idx_set_extent_txn(
@@ -151,6 +169,64 @@ int idx_set_extent(struct idx *idx, uint64_t ino, uint64_t size,
 	free(blob);
 	if (!rc && old)
 		*old = prev;
+	return rc;
+}
+
+/* The saves of idx_set_extents(); blobs[i] is v[i]'s encoded CRCs. */
+static int idx_set_extents_txn(struct idx *idx, struct idx_save *v, size_t n,
+			       uint8_t **blobs)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t ncrcs =
+			v[i].ext.file_id ? kv_nchunks(v[i].ext.len) : 0;
+		int rc;
+
+		if (v[i].rc < 0)
+			continue;
+		rc = idx_set_extent_txn(idx, v[i].ino, v[i].size, v[i].mtime_ns,
+					&v[i].ext, blobs[i], (size_t)ncrcs * 4,
+					&v[i].old);
+		/* A save of its own that fails leaves the others. */
+		if (rc == -ENOENT || rc == -EINVAL)
+			v[i].rc = rc;
+		else if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int idx_set_extents(struct idx *idx, struct idx_save *v, size_t n)
+{
+	uint8_t **blobs = calloc(n ? n : 1, sizeof(*blobs));
+	int rc;
+
+	if (!blobs)
+		rc = -ENOMEM;
+	else
+		rc = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		const struct kv_extent *e = &v[i].ext;
+
+		v[i].old = (struct kv_extent){0};
+		if (e->file_id && !v[i].crcs) {
+			v[i].rc = -EINVAL;
+			continue;
+		}
+		v[i].rc = idx_crc_blob(idx, v[i].ino, e, v[i].crcs,
+				       e->file_id ? kv_nchunks(e->len) : 0,
+				       &blobs[i]);
+	}
+	if (rc == 0)
+		rc = idx_enter(idx, 1);
+	if (rc == 0)
+		rc = idx_leave(idx, idx_set_extents_txn(idx, v, n, blobs));
+	for (size_t i = 0; i < n; i++) {
+		if (rc < 0)
+			v[i].rc = rc;
+		if (blobs)
+			free(blobs[i]);
+	}
+	free(blobs);
 	return rc;
 }
 

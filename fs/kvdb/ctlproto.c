@@ -38,6 +38,7 @@ static const struct ctlproto_cmd_desc ctlproto_cmds[CTLPROTO_NCMDS] = {
 			    "clear needs one PATH argument"},
 	[CTLPROTO_EVICT] = {"evict", CTLPROTO_ARG_RAW,
 			    "evict needs one TARGET argument"},
+	[CTLPROTO_SYNC] = {"sync", CTLPROTO_ARG_NONE, "sync takes no argument"},
 };
 
 const char *ctlproto_cmd_name(enum ctlproto_cmd cmd)

@@ -28,6 +28,9 @@
  *                               view of it
  *             "clear PATH"      forgets PATH's verdict (lifts a quarantine)
  *                               and makes the kernel forget the name
+ *             "sync"            waits until every file closed before it
+ *                               is saved and committed, then syncs the
+ *                               data files and the index
  *             "evict TARGET"    evicts least-recently-used blocks nobody
  *                               has open until use is at most TARGET: a
  *                               byte count, or N% of the capacity
@@ -60,6 +63,10 @@
 #define CTLPROTO_REPLY_TIMEOUT_S 60
 /* ... and for an eviction's, which unlinks blocks one by one. */
 #define CTLPROTO_EVICT_TIMEOUT_S 3600
+/* Longest the daemon waits for the write-behind queue on "sync" (s)... */
+#define CTLPROTO_SYNC_WAIT_S 600
+/* ... and a client for its answer. */
+#define CTLPROTO_SYNC_TIMEOUT_S (CTLPROTO_SYNC_WAIT_S + 60)
 
 /* --- requests ------------------------------------------------------- */
 
@@ -70,6 +77,7 @@ enum ctlproto_cmd {
 	CTLPROTO_VERDICT, /* PATH, percent-encoded */
 	CTLPROTO_CLEAR,	  /* PATH, percent-encoded */
 	CTLPROTO_EVICT,	  /* TARGET, as it is */
+	CTLPROTO_SYNC,	  /* none */
 	CTLPROTO_NCMDS
 };
 
@@ -246,7 +254,28 @@ int ctlproto_response_parse(const char *text, struct ctlproto_json *out);
 	X(USED_BYTES, "used_bytes", gauge,                                     \
 	  "Physical bytes used by data files and the index.")                  \
 	X(DATA_FILES, "data_files", gauge, "Data files.")                      \
-	X(DIRTY_BYTES, "dirty_bytes", gauge, "Memory held by unsaved writes.") \
+	X(DIRTY_BYTES, "dirty_bytes", gauge,                                   \
+	  "Memory held by unsaved and queued writes.")                         \
+	X(DIRTY_WAITS, "dirty_waits_total", counter,                           \
+	  "Writes that waited for the write-behind queue to make room.")       \
+	X(DIRTY_WAIT_MS, "dirty_wait_ms_total", counter,                       \
+	  "Milliseconds writes spent waiting for room.")                       \
+	X(DIRTY_REFUSED, "dirty_refused_total", counter,                       \
+	  "Writes refused (EDQUOT): dirty_limit held by open files.")          \
+	X(WB_QUEUED_FILES, "wb_queued_files", gauge,                           \
+	  "Files closed and queued for saving, not yet committed.")            \
+	X(WB_QUEUED_BYTES, "wb_queued_bytes", gauge,                           \
+	  "Memory held by files queued for saving.")                           \
+	X(WB_QUEUED_PEAK_BYTES, "wb_queued_peak_bytes", gauge,                 \
+	  "The most memory queued for saving at once since the mount.")        \
+	X(WB_APPENDS, "wb_appends_total", counter,                             \
+	  "Records appended by the write-behind writers.")                     \
+	X(WB_COMMITS, "wb_commits_total", counter,                             \
+	  "Index transactions committing batches of saves.")                   \
+	X(WB_CANCELLED, "wb_cancelled_total", counter,                         \
+	  "Queued saves dropped: the file was unlinked or rewritten.")         \
+	X(WB_FAILED, "wb_failed_total", counter,                               \
+	  "Queued saves that failed: the file went back to its saved state.")  \
 	X(NODES, "nodes", gauge, "Inodes held in memory.")
 
 enum ctlproto_metric {

@@ -8,6 +8,7 @@
 #include "kvdb.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -233,12 +234,37 @@ static void kvdb_sync_dir(const char *dir)
 	}
 }
 
+static void kvdb_log_pending(void *arg, uint64_t parent, const char *name)
+{
+	(void)arg;
+	log_info("lost at the crash (still queued): %s in directory inode "
+		 "%" PRIu64,
+		 name, parent);
+}
+
 void kvdb_recover(struct kvdb *db, idx_extent_fn free_extent,
 		  const struct recover_ops *ops, struct recover_result *out)
 {
 	char path[PATH_MAX];
 	int rc;
 
+	datadir_path(path, sizeof(path), db->datadir, KVDB_CLEAN);
+	if (access(path, F_OK) != 0) {
+		/*
+		 * Files created and never saved: after a crash, those whose
+		 * bytes were still queued (write-behind). Gone, never shown
+		 * empty or short under their names.
+		 */
+		rc = idx_purge_pending(db->idx, kvdb_log_pending, NULL);
+		if (rc > 0)
+			log_warn("removed %d files whose bytes were still "
+				 "queued at the crash",
+				 rc);
+		else if (rc < 0)
+			log_err("cannot remove the files still queued at the "
+				"crash: %s",
+				strerror(-rc));
+	}
 	/* Files unlinked while open when the last run ended. */
 	rc = idx_purge_orphans(db->idx, free_extent, ops->ctx);
 	if (rc > 0)

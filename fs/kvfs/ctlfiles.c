@@ -25,6 +25,7 @@
 #include "ctlproto.h"
 #include "notify.h"
 #include "tbuf.h"
+#include "wb.h"
 
 #define FS_CTL_NAME ".kvfs"
 
@@ -107,10 +108,12 @@ void fs_ctl_getattr(struct fs *fs, fuse_req_t req, uint64_t ino)
 static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 {
 	struct store_stats ss;
+	struct wb_stats ws;
 	struct vc_stats vs;
 	uint64_t dirty;
 	size_t nnodes;
 
+	wb_get_stats(fs, &ws);
 	vc_get_stats(fs->vc, &vs);
 	store_get_stats(fs->store, &ss);
 	pthread_mutex_lock(&fs->dirty_lock);
@@ -155,6 +158,19 @@ static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 	ctlproto_metric_put(t, CTLPROTO_M_DATA_FILES,
 			    atomic_load(&fs->cap->ndatafiles));
 	ctlproto_metric_put(t, CTLPROTO_M_DIRTY_BYTES, dirty);
+	ctlproto_metric_put(t, CTLPROTO_M_DIRTY_WAITS,
+			    atomic_load(&fs->dirty_waits));
+	ctlproto_metric_put(t, CTLPROTO_M_DIRTY_WAIT_MS,
+			    atomic_load(&fs->dirty_wait_ns) / 1000000);
+	ctlproto_metric_put(t, CTLPROTO_M_DIRTY_REFUSED,
+			    atomic_load(&fs->dirty_refused));
+	ctlproto_metric_put(t, CTLPROTO_M_WB_QUEUED_FILES, ws.queued_files);
+	ctlproto_metric_put(t, CTLPROTO_M_WB_QUEUED_BYTES, ws.queued_bytes);
+	ctlproto_metric_put(t, CTLPROTO_M_WB_QUEUED_PEAK_BYTES, ws.peak_bytes);
+	ctlproto_metric_put(t, CTLPROTO_M_WB_APPENDS, ws.appends);
+	ctlproto_metric_put(t, CTLPROTO_M_WB_COMMITS, ws.commits);
+	ctlproto_metric_put(t, CTLPROTO_M_WB_CANCELLED, ws.cancelled);
+	ctlproto_metric_put(t, CTLPROTO_M_WB_FAILED, ws.failed);
 	pthread_mutex_lock(&fs->nodes_lock);
 	nnodes = fs->nnodes;
 	pthread_mutex_unlock(&fs->nodes_lock);
@@ -165,8 +181,10 @@ static void fs_ctl_status(struct fs *fs, struct tbuf *t)
 {
 	uint64_t ninodes = 0, nbytes = 0, dirty;
 	struct timespec now;
+	struct wb_stats ws;
 	struct vc_stats vs;
 
+	wb_get_stats(fs, &ws);
 	clock_gettime(CLOCK_REALTIME, &now);
 	vc_get_stats(fs->vc, &vs);
 	idx_statfs(fs->idx, &ninodes, &nbytes);
@@ -181,6 +199,8 @@ static void fs_ctl_status(struct fs *fs, struct tbuf *t)
 		    ", \"pid\": %ld, \"uptime_seconds\": %lld, "
 		    "\"inodes\": %llu, \"bytes\": %llu, "
 		    "\"dirty_bytes\": %llu, \"dirty_limit\": %llu, "
+		    "\"wb_queued_files\": %llu, \"wb_queued_bytes\": %llu, "
+		    "\"wb_queued_peak_bytes\": %llu, "
 		    "\"verdicts\": %zu, \"quarantined\": %zu, "
 		    "\"capacity\": %llu, \"used\": %llu, "
 		    "\"data_files\": %llu}\n",
@@ -188,7 +208,10 @@ static void fs_ctl_status(struct fs *fs, struct tbuf *t)
 		    (long long)(now.tv_sec - fs->start_time.tv_sec),
 		    (unsigned long long)ninodes, (unsigned long long)nbytes,
 		    (unsigned long long)dirty,
-		    (unsigned long long)fs->cfg.dirty_limit, vs.nverdicts,
+		    (unsigned long long)fs->cfg.dirty_limit,
+		    (unsigned long long)ws.queued_files,
+		    (unsigned long long)ws.queued_bytes,
+		    (unsigned long long)ws.peak_bytes, vs.nverdicts,
 		    vs.nquarantined, (unsigned long long)fs->cfg.capacity,
 		    (unsigned long long)fs_used(fs),
 		    (unsigned long long)atomic_load(&fs->cap->ndatafiles));

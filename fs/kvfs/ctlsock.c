@@ -33,11 +33,13 @@
 #include <unistd.h>
 
 #include "capacity.h"
+#include "clock.h"
 #include "ctlfiles.h"
 #include "fs.h"
 #include "ctlproto.h"
 #include "notify.h"
 #include "tbuf.h"
+#include "wb.h"
 
 struct ctlsock {
 	struct fs *fs;
@@ -409,6 +411,46 @@ static void ctlsock_evict(struct ctlsock *cs, struct tbuf *b, const char *arg,
 		    reached ? "true" : "false");
 }
 
+/*
+ * "sync": waits until the write-behind queue is empty (every file closed
+ * before is saved and committed), then makes the data files and the index
+ * durable. syncfs(2) on the mount cannot ask for this: the kernel sends
+ * FUSE_SYNCFS to virtiofs only.
+ */
+static void ctlsock_sync(struct ctlsock *cs, struct tbuf *b)
+{
+	struct fs *fs = cs->fs;
+	uint64_t start = clock_monotonic_ns();
+	struct wb_stats ws;
+	int rc;
+
+	wb_get_stats(fs, &ws);
+	rc = wb_drain(fs, CTLPROTO_SYNC_WAIT_S * 1000);
+	if (rc == -ETIMEDOUT) {
+		log_warn("kvfsctl sync: the write-behind queue did not drain "
+			 "in %d s",
+			 CTLPROTO_SYNC_WAIT_S);
+		ctlproto_error(b, rc,
+			       "the write-behind queue did not drain in time");
+		return;
+	}
+	rc = store_sync(fs->store);
+	if (rc == 0)
+		rc = idx_sync(fs->idx);
+	if (rc < 0) {
+		log_err("kvfsctl sync: %s", strerror(-rc));
+		ctlproto_error(b, rc, "cannot make the data durable");
+		return;
+	}
+	tbuf_printf(
+		b,
+		"{\"ok\": true, \"queued_files\": %llu, "
+		"\"queued_bytes\": %llu, \"waited_ms\": %llu}\n",
+		(unsigned long long)ws.queued_files,
+		(unsigned long long)ws.queued_bytes,
+		(unsigned long long)((clock_monotonic_ns() - start) / 1000000));
+}
+
 /* Answers one parsed request into b. */
 static void ctlsock_dispatch(struct ctlsock *cs, struct tbuf *b,
 			     struct ctlproto_req *req, const struct ucred *peer)
@@ -429,6 +471,9 @@ static void ctlsock_dispatch(struct ctlsock *cs, struct tbuf *b,
 		break;
 	case CTLPROTO_EVICT:
 		ctlsock_evict(cs, b, req->arg, peer);
+		break;
+	case CTLPROTO_SYNC:
+		ctlsock_sync(cs, b);
 		break;
 	default:
 		ctlproto_error(b, -EINVAL, NULL);

@@ -139,6 +139,8 @@ int fs_fault_read(struct fs *fs, uint64_t ino)
  *   ("0" clears);
  * - "user.kvfs.fault.probe_delay_ms" = N on any inode: each probe sleeps N
  *   ms first.
+ * - "user.kvfs.fault.wb_delay_ms" = N on any inode: each write-behind
+ *   append sleeps N ms first (keeps the queue full).
  * Returns 1 when name was a hook (rc in *rc), 0 otherwise.
  */
 int fs_fault_setxattr(struct fs *fs, uint64_t ino, const char *name,
@@ -159,6 +161,8 @@ int fs_fault_setxattr(struct fs *fs, uint64_t ino, const char *name,
 	*rc = 0;
 	if (strcmp(name, "user.kvfs.fault.probe_delay_ms") == 0) {
 		atomic_store(&fs->fault_probe_delay_ms, (unsigned)v);
+	} else if (strcmp(name, "user.kvfs.fault.wb_delay_ms") == 0) {
+		atomic_store(&fs->fault_wb_delay_ms, (unsigned)v);
 	} else if (strcmp(name, "user.kvfs.fault.read") == 0) {
 		size_t i;
 

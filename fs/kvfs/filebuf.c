@@ -10,24 +10,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "filebuf.h"
 #include "fs.h"
 
 /*
- * A segment for n's buffer, counted against the dirty limit. A file that
- * holds no unsaved bytes yet waits while the budget is spent; one already
- * being written may always grow (up to max_file_size), so writers never
- * wait on each other in a cycle.
+ * A segment for a node's buffer, counted against the dirty limit. It never
+ * waits: a writer waits for room before it takes n->rw (node_budget_wait),
+ * so the limit may be passed by what the writers let in at once.
  */
-static char *node_seg_get(struct fs *fs, struct node *n)
+static char *node_seg_get(struct fs *fs)
 {
 	char *seg = NULL;
 	void *p;
 
 	pthread_mutex_lock(&fs->dirty_lock);
-	while (n->nsegs == 0 && fs->dirty_bytes > 0 &&
-	       fs->dirty_bytes + NODE_SEG > fs->cfg.dirty_limit)
-		pthread_cond_wait(&fs->dirty_cond, &fs->dirty_lock);
 	if (fs->nseg_pool > 0)
 		seg = fs->seg_pool[--fs->nseg_pool];
 	fs->dirty_bytes += NODE_SEG;
@@ -43,6 +40,53 @@ static char *node_seg_get(struct fs *fs, struct node *n)
 	return NULL;
 }
 
+/* Slices in which a budget wait looks for an interrupt. */
+#define NODE_WAIT_SLICE_NS 100000000ll
+
+int node_budget_wait(struct fs *fs, uint64_t need, int (*stop)(void *),
+		     void *arg)
+{
+	int64_t start = (int64_t)clock_monotonic_ns(), now = start;
+	int rc = 0, waited = 0;
+
+	pthread_mutex_lock(&fs->dirty_lock);
+	while (fs->dirty_bytes > 0 &&
+	       fs->dirty_bytes + need > fs->cfg.dirty_limit) {
+		struct timespec ts;
+
+		/* Only the write-behind queue drains on its own. */
+		if (atomic_load(&fs->wb_queued_bytes) == 0) {
+			rc = -EDQUOT;
+			break;
+		}
+		if (now - start >= FS_DIRTY_WAIT_NS) {
+			rc = -EDQUOT;
+			break;
+		}
+		if (stop && stop(arg)) {
+			rc = -EINTR;
+			break;
+		}
+		waited = 1;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += NODE_WAIT_SLICE_NS;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&fs->dirty_cond, &fs->dirty_lock, &ts);
+		now = (int64_t)clock_monotonic_ns();
+	}
+	pthread_mutex_unlock(&fs->dirty_lock);
+	if (waited) {
+		atomic_fetch_add(&fs->dirty_waits, 1);
+		atomic_fetch_add(&fs->dirty_wait_ns, (uint64_t)(now - start));
+	}
+	if (rc == -EDQUOT)
+		atomic_fetch_add(&fs->dirty_refused, 1);
+	return rc;
+}
+
 int node_reserve(struct fs *fs, struct node *n, uint64_t size)
 {
 	size_t need = (size_t)((size + NODE_SEG - 1) / NODE_SEG);
@@ -55,7 +99,7 @@ int node_reserve(struct fs *fs, struct node *n, uint64_t size)
 		return -ENOMEM;
 	n->segs = ns;
 	while (n->nsegs < need) {
-		ns[n->nsegs] = node_seg_get(fs, n);
+		ns[n->nsegs] = node_seg_get(fs);
 		if (!ns[n->nsegs])
 			return -ENOMEM;
 		n->nsegs++;
@@ -90,7 +134,8 @@ void node_zero(struct node *n, uint64_t off, uint64_t len)
 	}
 }
 
-int node_iov(struct node *n, uint64_t off, uint64_t len, struct iovec *iov)
+int node_segs_iov(char *const *segs, uint64_t off, uint64_t len,
+		  struct iovec *iov)
 {
 	int cnt = 0;
 
@@ -98,13 +143,18 @@ int node_iov(struct node *n, uint64_t off, uint64_t len, struct iovec *iov)
 		size_t in = (size_t)(off % NODE_SEG);
 		size_t take = NODE_SEG - in < len ? NODE_SEG - in : (size_t)len;
 
-		iov[cnt++] =
-			(struct iovec){.iov_base = n->segs[off / NODE_SEG] + in,
-				       .iov_len = take};
+		iov[cnt++] = (struct iovec){
+			.iov_base = segs[off / NODE_SEG] + in, .iov_len = take};
 		off += take;
 		len -= take;
 	}
 	return cnt;
+}
+
+int node_iov(struct node *n, uint64_t off, uint64_t len, struct iovec *iov)
+{
+	return node_segs_iov(n->dirty || n->cached ? n->segs : n->wb->segs, off,
+			     len, iov);
 }
 
 int node_fill(struct fs *fs, struct node *n)
@@ -117,6 +167,13 @@ int node_fill(struct fs *fs, struct node *n)
 	rc = node_reserve(fs, n, size);
 	if (rc < 0)
 		goto out_discard;
+	if (n->wb) {
+		/* Queued for saving: the queue's copy is the file. */
+		for (size_t i = 0; i < n->nsegs && i < n->wb->nsegs; i++)
+			memcpy(n->segs[i], n->wb->segs[i], NODE_SEG);
+		n->cached = 1;
+		return 0;
+	}
 	if (size > 0 && !n->crcs_loaded) {
 		rc = idx_get_crcs(fs->idx, n->ino, &n->crcs, &n->ncrcs);
 		if (rc < 0)
@@ -157,26 +214,27 @@ int node_make_dirty(struct fs *fs, struct node *n)
 	return 0;
 }
 
-void node_discard(struct fs *fs, struct node *n)
+void node_segs_release(struct fs *fs, char **segs, size_t nsegs)
 {
-	size_t freed = 0;
-
 	pthread_mutex_lock(&fs->dirty_lock);
-	while (n->nsegs > 0) {
-		char *seg = n->segs[--n->nsegs];
-
+	for (size_t i = 0; i < nsegs; i++) {
 		if (fs->nseg_pool < NODE_SEG_POOL)
-			fs->seg_pool[fs->nseg_pool++] = seg;
+			fs->seg_pool[fs->nseg_pool++] = segs[i];
 		else
-			free(seg);
-		freed++;
+			free(segs[i]);
 	}
-	fs->dirty_bytes -= freed * NODE_SEG;
-	if (freed)
+	fs->dirty_bytes -= nsegs * NODE_SEG;
+	if (nsegs)
 		pthread_cond_broadcast(&fs->dirty_cond);
 	pthread_mutex_unlock(&fs->dirty_lock);
+}
+
+void node_discard(struct fs *fs, struct node *n)
+{
+	node_segs_release(fs, n->segs, n->nsegs);
 	free(n->segs);
 	n->segs = NULL;
+	n->nsegs = 0;
 	n->dirty = 0;
 	n->cached = 0;
 }

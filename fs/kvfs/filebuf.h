@@ -36,5 +36,19 @@ void node_zero(struct node *n, uint64_t off, uint64_t len);
 int node_iov(struct node *n, uint64_t off, uint64_t len, struct iovec *iov);
 /* Drops n's unsaved bytes, back to the persisted state. n->rw exclusive. */
 void node_discard(struct fs *fs, struct node *n);
+/* Gives nsegs segments back to the pool and the dirty budget. */
+void node_segs_release(struct fs *fs, char **segs, size_t nsegs);
+/* node_iov() over a segment array. */
+int node_segs_iov(char *const *segs, uint64_t off, uint64_t len,
+		  struct iovec *iov);
+/*
+ * Waits, holding no lock, until need more bytes fit in the dirty budget.
+ * It waits only while the write-behind queue holds bytes (it drains on
+ * its own) and at most FS_DIRTY_WAIT_NS; otherwise, the budget being held
+ * by files still open, -EDQUOT at once. stop(arg) (may be NULL) is asked
+ * every 100 ms: non-zero ends the wait with -EINTR.
+ */
+int node_budget_wait(struct fs *fs, uint64_t need, int (*stop)(void *),
+		     void *arg);
 
 #endif

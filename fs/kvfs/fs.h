@@ -54,6 +54,19 @@ struct stat;
 /* Files that may have a read fault injected at once. */
 #define FS_MAX_FAULTS 64
 
+/* Longest a write waits for the write-behind queue to make room (ns). */
+#define FS_DIRTY_WAIT_NS (60ll * 1000000000)
+
+/*
+ * A file's bytes handed to the write-behind queue (wb.c): read-only once
+ * queued, freed only after the node stops pointing at them.
+ */
+struct wb_bytes {
+	char **segs;
+	size_t nsegs;
+	uint64_t size;
+};
+
 /*
  * An inode the kernel or an open handle holds (the node table, node.c),
  * with its file buffer (filebuf.c). A node exists while the kernel holds
@@ -85,6 +98,15 @@ struct node {
 	int cached; /* segs hold the saved bytes, all chunks verified */
 	/* Evicted while not open, record freed: opens fail (protected by rw). */
 	int evicted;
+	/*
+	 * The newest bytes queued for saving (protected by rw), read while
+	 * the node is neither dirty nor cached; NULL when none.
+	 */
+	struct wb_bytes *wb;
+	int wb_err; /* a background save failed: fsync reports it (rw) */
+	atomic_uint wb_jobs;  /* saves queued or running (pins each) */
+	atomic_uint name_gen; /* bumped by each rename */
+	unsigned wb_writing;  /* saves being appended, under the wb lock */
 	/* protected by fs->nodes_lock */
 	uint64_t nlookup;
 	unsigned nopen;
@@ -162,6 +184,12 @@ struct fs {
 	char *seg_pool
 		[NODE_SEG_POOL]; /* idle segments, protected by dirty_lock */
 	size_t nseg_pool;
+	/* Write-behind (wb.c); queued bytes are also in dirty_bytes. */
+	struct wb *wb;
+	atomic_uint_fast64_t wb_queued_bytes;
+	atomic_uint_fast64_t dirty_waits;   /* writes that waited for room */
+	atomic_uint_fast64_t dirty_wait_ns; /* ... for this long in all */
+	atomic_uint_fast64_t dirty_refused; /* writes refused: -EDQUOT */
 	/* Capacity, eviction and the touch queue (capacity.c). */
 	struct cap *cap;
 	struct fs_upcalls up; /* set before the loop starts, then read-only */
@@ -181,6 +209,7 @@ struct fs {
 	} faults[FS_MAX_FAULTS]; /* protected by fault_lock */
 	size_t nfaults;
 	atomic_uint fault_probe_delay_ms;
+	atomic_uint fault_wb_delay_ms;
 #endif
 };
 

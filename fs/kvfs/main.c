@@ -51,9 +51,12 @@
 #include "node.h"
 #include "notify.h"
 #include "ops.h"
+#include "wb.h"
 
 /* Exit status for start-up errors (usage, data directory, database). */
 #define KVFS_EXIT_CONFIG 2
+/* Write-behind appenders: one data-file lane each. */
+#define KVFS_WB_WRITERS 4
 
 struct kvfs_opts {
 	char *capacity;
@@ -554,6 +557,8 @@ static int kvfs_parse(struct fuse_args *args, struct kvfs_opts *o,
 /* Stops what kvfs_run started (each stop is a no-op for one never started). */
 static void kvfs_stop_threads(struct fs *fs)
 {
+	/* First: queued saves still need the notifier and capacity. */
+	wb_stop(fs);
 	janitor_stop(fs);
 	ctlsock_stop(fs);
 	/* Answers every parked lookup before the session goes away. */
@@ -582,9 +587,9 @@ static int kvfs_run(struct fs *fs, struct fuse_cmdline_opts *co)
 	/* Threads do not survive fork(): start them after daemonizing. */
 	if (kvfs_start_cap(fs) < 0 || notify_start(&fs->notify, fs->se) < 0 ||
 	    kvfs_start_vc(fs) < 0 || idx_start_checkpointer(fs->idx) < 0 ||
-	    janitor_start(fs) < 0) {
-		log_err("cannot start the notifier, probe and checkpoint "
-			"threads");
+	    janitor_start(fs) < 0 || wb_start(fs, KVFS_WB_WRITERS) < 0) {
+		log_err("cannot start the notifier, probe, checkpoint and "
+			"write-behind threads");
 		goto out_stop;
 	}
 	/* kvfsctl's socket; the mount works without it (it logs why). */

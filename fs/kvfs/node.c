@@ -260,7 +260,7 @@ int node_is_busy(struct fs *fs, uint64_t ino)
 	pthread_mutex_lock(&fs->nodes_lock);
 	n = node_lookup_locked(fs, ino);
 	if (n)
-		busy = n->nopen > 0 || n->dirty;
+		busy = n->nopen > 0 || n->dirty || atomic_load(&n->wb_jobs) > 0;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	return busy;
 }
@@ -285,6 +285,7 @@ int node_rename(struct fs *fs, struct node *n, uint64_t parent,
 	n->name = copy;
 	n->parent = parent;
 	pthread_mutex_unlock(&fs->nodes_lock);
+	atomic_fetch_add(&n->name_gen, 1);
 	return 0;
 }
 
@@ -421,7 +422,7 @@ out_free:
 	return rc;
 }
 
-void node_flush_all(struct fs *fs)
+void node_flush_all(struct fs *fs, int (*save)(struct fs *fs, struct node *n))
 {
 	struct node **dirty = NULL;
 	size_t ndirty = 0, cap = 0;
@@ -449,7 +450,7 @@ void node_flush_all(struct fs *fs)
 	for (size_t i = 0; i < ndirty; i++) {
 		pthread_rwlock_wrlock(&dirty[i]->rw);
 		if (dirty[i]->attr.nlink > 0)
-			node_flush_locked(fs, dirty[i]);
+			save(fs, dirty[i]);
 		pthread_rwlock_unlock(&dirty[i]->rw);
 		node_put(fs, dirty[i], 0, 0, 1);
 	}

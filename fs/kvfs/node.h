@@ -61,8 +61,8 @@ void node_free_extent(struct fs *fs, const struct kv_extent *ext);
 int node_flush_locked(struct fs *fs, struct node *n);
 /* Handles open on n now. */
 unsigned node_nopen(struct fs *fs, struct node *n);
-/* Flushes every dirty node (at unmount). */
-void node_flush_all(struct fs *fs);
+/* Saves every dirty node with save (n->rw held exclusive), at unmount. */
+void node_flush_all(struct fs *fs, int (*save)(struct fs *fs, struct node *n));
 
 /* Whether ino is open or has unsaved bytes (not to be evicted). */
 int node_is_busy(struct fs *fs, uint64_t ino);

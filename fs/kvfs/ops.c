@@ -22,35 +22,13 @@
 #include "ctlfiles.h"
 #include "damage.h"
 #include "filebuf.h"
+#include "fileio.h"
 #include "fs.h"
 #include "lookup.h"
 #include "node.h"
 #include "notify.h"
 #include "ops.h"
-
-/* Largest read the kernel sends (1 MiB requests), and its iovecs. */
-#define FS_MAX_READ (1u << 20)
-#define FS_READ_IOV (FS_MAX_READ / NODE_SEG + 2)
-
-/* An open file: fi->fh. */
-struct fs_handle {
-	struct node *n;
-	int flags;
-};
-
-static struct fs *fs_of(fuse_req_t req)
-{
-	return fuse_req_userdata(req);
-}
-
-static void fs_reply_err(fuse_req_t req, int rc)
-{
-	if (rc > 0 || rc == 0) {
-		fuse_reply_err(req, 0);
-		return;
-	}
-	fuse_reply_err(req, -rc);
-}
+#include "wb.h"
 
 static void fs_fill_entry(struct fs *fs, struct fuse_entry_param *e,
 			  const struct idx_attr *a)
@@ -108,7 +86,9 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 
 static void fs_destroy(void *userdata)
 {
-	node_flush_all(userdata);
+	node_flush_all(userdata, wb_save_locked);
+	/* Unmount waits for every queued save. */
+	wb_drain(userdata, -1);
 }
 
 static void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -159,41 +139,6 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_attr(req, &st, fs->cfg.attr_timeout);
 }
 
-/* Changes n's size to size. n->rw exclusive. */
-static int fs_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
-			      int64_t now)
-{
-	uint64_t old = n->attr.size;
-	int rc;
-
-	if (S_ISDIR(n->attr.mode))
-		return -EISDIR;
-	if (!S_ISREG(n->attr.mode))
-		return -EINVAL;
-	if (size > fs->cfg.max_file_size)
-		return -EFBIG;
-	if (size == old && n->dirty)
-		return 0;
-	if (size == 0) {
-		/* Nothing to keep: skip reading the old bytes. */
-		node_discard(fs, n);
-		n->dirty = 1;
-	} else {
-		rc = node_make_dirty(fs, n);
-		if (rc < 0)
-			return rc;
-		rc = node_reserve(fs, n, size);
-		if (rc < 0)
-			return rc;
-		if (size > old)
-			node_zero(n, old, size - old);
-	}
-	n->attr.size = size;
-	n->attr.mtime_ns = now;
-	n->attr.ctime_ns = now;
-	return 0;
-}
-
 static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
@@ -213,12 +158,19 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		fs_reply_err(req, rc);
 		return;
 	}
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		rc = fs_room_for(fs, req, n, (uint64_t)attr->st_size);
+	if (rc < 0) {
+		node_put(fs, n, 0, 0, 1);
+		fs_reply_err(req, rc);
+		return;
+	}
 	pthread_rwlock_wrlock(&n->rw);
 	if (to_set & FUSE_SET_ATTR_SIZE) {
 		rc = fs_truncate_locked(fs, n, (uint64_t)attr->st_size, now);
 		/* truncate(2) by path: nothing will flush it later. */
 		if (rc == 0 && !fi)
-			rc = node_flush_locked(fs, n);
+			rc = wb_save_locked(fs, n);
 		if (rc < 0)
 			goto out_unlock;
 	}
@@ -615,219 +567,6 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 }
 
-/*
- * Replies the buffered (unsaved or cached) bytes [off, off + len) of n. The reply copies them
- * out while n->rw is still held, so n is pinned: once the reply is out,
- * the kernel may release the last handle and drop n at once.
- */
-static void fs_read_dirty(struct fs *fs, fuse_req_t req, struct node *n,
-			  uint64_t off, size_t len)
-{
-	struct iovec small[FS_READ_IOV], *iov = small;
-
-	if (len > FS_MAX_READ) {
-		/* Not sent by this kernel (1 MiB requests): slow path. */
-		iov = calloc(len / NODE_SEG + 2, sizeof(*iov));
-		if (!iov) {
-			pthread_rwlock_unlock(&n->rw);
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-	}
-	node_pin(fs, n);
-	fuse_reply_iov(req, iov, node_iov(n, off, len, iov));
-	pthread_rwlock_unlock(&n->rw);
-	node_put(fs, n, 0, 0, 1);
-	if (iov != small)
-		free(iov);
-}
-
-static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
-{
-	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
-	struct fs *fs = fs_of(req);
-	const void *data = NULL;
-	struct node *n;
-	size_t got = 0;
-	char *path;
-	int rc = 0;
-
-	if (fs_ctl_ino(ino)) {
-		fs_ctl_read(req, size, off, fi);
-		return;
-	}
-	n = h->n;
-	pthread_rwlock_rdlock(&n->rw);
-	if ((uint64_t)off < n->attr.size && !n->dirty && !n->cached &&
-	    n->attr.size <= FS_VERIFY_MAX) {
-		/* First read: load and check the whole file (fs.h). */
-		pthread_rwlock_unlock(&n->rw);
-		pthread_rwlock_wrlock(&n->rw);
-#ifdef KVFS_FAULT_INJECTION
-		rc = fs_fault_read(fs, ino);
-		if (rc == 0)
-#endif
-			rc = node_fill(fs, n);
-		if (rc < 0)
-			goto out_unlock;
-	}
-	if ((uint64_t)off < n->attr.size && (n->dirty || n->cached)) {
-		got = n->attr.size - (uint64_t)off < size
-			      ? n->attr.size - (uint64_t)off
-			      : size;
-		fs_read_dirty(fs, req, n, (uint64_t)off, got);
-		return;
-	}
-	if ((uint64_t)off < n->attr.size) {
-#ifdef KVFS_FAULT_INJECTION
-		rc = fs_fault_read(fs, ino);
-		if (rc == 0)
-#endif
-			rc = store_read(fs->store, &n->attr.ext,
-					n->crcs_loaded ? n->crcs : NULL,
-					(uint64_t)off, size, &data, &got);
-	}
-out_unlock:
-	/*
-	 * Unlock before replying: after the reply the kernel may release the
-	 * last handle and n with it. data is in this thread's read buffer.
-	 */
-	pthread_rwlock_unlock(&n->rw);
-	if (rc == 0) {
-		fuse_reply_buf(req, data, got);
-		return;
-	}
-	path = node_path(fs, n);
-	log_warn("read of %s (inode %llu) at %lld failed: %s",
-		 path ? path : "?", (unsigned long long)ino, (long long)off,
-		 fs_read_error(rc));
-	free(path);
-	/*
-	 * Never a short count: an error, and the name becomes a miss. Only a
-	 * provably short record is dropped; any other failure keeps the data.
-	 */
-	if (rc == -ENODATA)
-		fs_drop(fs, n);
-	else
-		fs_quarantine(fs, n, rc);
-	fs_reply_err(req, -EIO);
-}
-
-static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
-		     size_t size, off_t off, struct fuse_file_info *fi)
-{
-	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
-	struct fs *fs = fs_of(req);
-	struct node *n = h->n;
-	uint64_t end = (uint64_t)off + size;
-	int64_t now = fs_now_ns();
-	int rc;
-
-	if (end > fs->cfg.max_file_size || end < (uint64_t)off) {
-		fs_reply_err(req, -EFBIG);
-		return;
-	}
-	pthread_rwlock_wrlock(&n->rw);
-	rc = node_make_dirty(fs, n);
-	if (rc == 0)
-		rc = node_reserve(fs, n, end);
-	if (rc == 0) {
-		/* A write past the end leaves a hole that reads as zeros. */
-		if ((uint64_t)off > n->attr.size)
-			node_zero(n, n->attr.size,
-				  (uint64_t)off - n->attr.size);
-		node_copy_in(n, (uint64_t)off, buf, size);
-		if (end > n->attr.size)
-			n->attr.size = end;
-		n->attr.mtime_ns = now;
-		n->attr.ctime_ns = now;
-	}
-	pthread_rwlock_unlock(&n->rw);
-	if (rc < 0) {
-		fs_reply_err(req, rc);
-		return;
-	}
-	fuse_reply_write(req, size);
-}
-
-/* Saves n's unsaved bytes, unless its last name is gone. */
-static int fs_flush_node(struct fs *fs, struct node *n)
-{
-	int rc = 0;
-
-	pthread_rwlock_wrlock(&n->rw);
-	if (n->dirty && n->attr.nlink > 0)
-		rc = node_flush_locked(fs, n);
-	pthread_rwlock_unlock(&n->rw);
-	return rc;
-}
-
-static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
-
-	if (fs_ctl_ino(ino) || (h->flags & O_ACCMODE) == O_RDONLY) {
-		fs_reply_err(req, 0);
-		return;
-	}
-	fs_reply_err(req, fs_flush_node(fs_of(req), h->n));
-}
-
-static void fs_release(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
-{
-	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
-	struct fs *fs = fs_of(req);
-	struct node *n;
-
-	if (fs_ctl_ino(ino)) {
-		fs_ctl_release(req, fi);
-		return;
-	}
-	n = h->n;
-	if (node_nopen(fs, n) == 1) {
-		/* The last handle: drop the cache, the kernel keeps a copy. */
-		pthread_rwlock_wrlock(&n->rw);
-		if (n->cached)
-			node_discard(fs, n);
-		pthread_rwlock_unlock(&n->rw);
-	}
-	if ((h->flags & O_ACCMODE) != O_RDONLY && fs_flush_node(fs, n) < 0) {
-		/*
-		 * close(2) already reported the error; the bytes could not be
-		 * saved, so the file goes back to what the index holds.
-		 */
-		pthread_rwlock_wrlock(&n->rw);
-		node_discard(fs, n);
-		n->attr.size = n->disk_size;
-		pthread_rwlock_unlock(&n->rw);
-		notify_inode(fs->notify, ino);
-	}
-	node_put(fs, n, 0, 1, 0);
-	free(h);
-	fs_reply_err(req, 0);
-}
-
-static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
-		     struct fuse_file_info *fi)
-{
-	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
-	struct fs *fs = fs_of(req);
-	int rc;
-
-	if (fs_ctl_ino(ino)) {
-		fs_reply_err(req, 0);
-		return;
-	}
-	rc = fs_flush_node(fs, h->n);
-	if (rc == 0)
-		rc = store_sync(fs->store);
-	if (rc == 0)
-		rc = idx_sync(fs->idx);
-	fs_reply_err(req, rc);
-}
-
 static void fs_opendir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
@@ -1135,6 +874,7 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.flush = fs_flush,
 	.release = fs_release,
 	.fsync = fs_fsync,
+	.fallocate = fs_fallocate,
 	.opendir = fs_opendir,
 	.readdir = fs_readdir,
 	.readdirplus = fs_readdirplus,

@@ -49,7 +49,7 @@ static const char kc_status_usage[] =
 struct kc_status {
 	uint64_t uptime, capacity, used, fs_size, fs_free, stored, blocks;
 	uint64_t dirs, others, orphans, inodes, dirty, dirty_limit, verdicts;
-	uint64_t quarantined;
+	uint64_t quarantined, wb_files, wb_bytes, wb_peak;
 	struct datadir_usage u;
 	const char *version;
 	const char *count_err; /* why blocks is unknown */
@@ -100,6 +100,9 @@ static void kc_status_live(const struct kc_target *t, struct kc_status *s)
 	ctlproto_json_u64(j, "inodes", &s->inodes);
 	ctlproto_json_u64(j, "dirty_bytes", &s->dirty);
 	ctlproto_json_u64(j, "dirty_limit", &s->dirty_limit);
+	ctlproto_json_u64(j, "wb_queued_files", &s->wb_files);
+	ctlproto_json_u64(j, "wb_queued_bytes", &s->wb_bytes);
+	ctlproto_json_u64(j, "wb_queued_peak_bytes", &s->wb_peak);
 	ctlproto_json_u64(j, "verdicts", &s->verdicts);
 	ctlproto_json_u64(j, "quarantined", &s->quarantined);
 	ctlproto_json_u64(j, "capacity", &s->capacity);
@@ -161,6 +164,9 @@ static void kc_status_json(const struct kc_target *t, const struct kc_status *s)
 	kc_jnum("inodes", s->inodes, 0);
 	kc_jnum("dirty_bytes", s->dirty, 0);
 	kc_jnum("dirty_limit", s->dirty_limit, 0);
+	kc_jnum("wb_queued_files", s->wb_files, 0);
+	kc_jnum("wb_queued_bytes", s->wb_bytes, 0);
+	kc_jnum("wb_queued_peak_bytes", s->wb_peak, 0);
 	kc_jnum("verdicts", s->verdicts, 0);
 	kc_jnum("quarantined", s->quarantined, 1);
 	printf("}\n");
@@ -211,11 +217,17 @@ static void kc_status_text(const struct kc_target *t, const struct kc_status *s)
 		       (unsigned long long)s->orphans);
 	if (!t->mounted || !t->mountpoint) {
 		printf("dirty memory    - (not mounted)\n");
+		printf("write-behind:   - (not mounted)\n");
 		printf("verdict cache   - (not mounted)\n");
 		return;
 	}
 	printf("dirty memory    %s of %s\n", kc_size(a, sizeof(a), s->dirty),
 	       kc_size(b, sizeof(b), s->dirty_limit));
+	if (s->wb_files != KC_UNKNOWN)
+		printf("write-behind:   %llu files queued (%s), peak %s\n",
+		       (unsigned long long)s->wb_files,
+		       kc_size(a, sizeof(a), s->wb_bytes),
+		       kc_size(b, sizeof(b), s->wb_peak));
 	printf("verdict cache   %llu verdicts, %llu quarantined\n",
 	       (unsigned long long)s->verdicts,
 	       (unsigned long long)s->quarantined);

@@ -152,6 +152,7 @@ int kc_stats(int argc, char **argv);	/* cmd-stats.c */
 int kc_verdicts(int argc, char **argv); /* cmd-verdicts.c */
 int kc_clear(int argc, char **argv);	/* cmd-clear.c */
 int kc_evict(int argc, char **argv);	/* cmd-evict.c */
+int kc_sync(int argc, char **argv);	/* cmd-sync.c */
 /* The fsck command (kvfsctl_fsck.c): returns the exit status. */
 int kc_fsck(int argc, char **argv);
 /* The gc command (kvfsctl_gc.c): returns the exit status. */

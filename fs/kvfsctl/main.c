@@ -26,6 +26,7 @@ static const struct kc_cmd kc_cmds[] = {
 	{"verdicts", kc_verdicts, "the lookup manager's view of a name"},
 	{"clear", kc_clear, "lift a quarantine"},
 	{"evict", kc_evict, "evict least-recently-used blocks down to a size"},
+	{"sync", kc_sync, "wait for the write-behind queue, make it durable"},
 	{"gc", kc_gc, "compact mostly dead data files (offline)"},
 };
 #define KC_NCMDS (sizeof(kc_cmds) / sizeof(kc_cmds[0]))

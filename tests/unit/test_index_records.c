@@ -225,9 +225,12 @@ static void test_statfs(void **state)
 	give_extent(f, x, 1, 0, 1000);
 	give_extent(f, y, 1, 8192, 24);
 	statfs_eq(f, 5, 1024);
+	/* Sizes come from saves, never from setattr. */
 	a = getattr_ok(f, x);
 	a.size = 10;
 	assert_int_equal(idx_setattr(f->idx, &a), 0);
+	statfs_eq(f, 5, 1024);
+	give_extent(f, x, 1, 16384, 10);
 	statfs_eq(f, 5, 34);
 	assert_int_equal(ren(f, d, "x", d, "y", 0, NULL, NULL), 0);
 	statfs_eq(f, 4, 34); /* y is an orphan, its bytes still count */
@@ -473,6 +476,98 @@ static void test_horizons(void **state)
 	assert_int_equal(offs[1], 4096);
 }
 
+/* Group commit: one transaction, per-save outcomes, old extents returned. */
+static void test_set_extents(void **state)
+{
+	struct fx *f = *state;
+	uint32_t crcs[2] = {0xaa, 0xbb};
+	struct idx_save v[4];
+	struct idx_attr a;
+	uint64_t x, y, d;
+
+	d = mkdir_(f, KV_ROOT_INO, "d");
+	x = mkfile(f, d, "x");
+	y = mkfile(f, d, "y");
+	give_extent(f, y, 1, 0, 100);
+	memset(v, 0, sizeof(v));
+	v[0] = (struct idx_save){.ino = x,
+				 .size = 5000,
+				 .mtime_ns = T0 + 1,
+				 .ext = {2, 4096, 8192, 5000},
+				 .crcs = crcs};
+	v[1] = (struct idx_save){.ino = y, .size = 0, .mtime_ns = T0 + 2};
+	v[2] = (struct idx_save){.ino = 999999, .size = 0}; /* no inode */
+	v[3] = (struct idx_save){.ino = d, .size = 0};	    /* not a file */
+	assert_int_equal(idx_set_extents(f->idx, v, 4), 0);
+	assert_int_equal(v[0].rc, 0);
+	assert_int_equal(v[0].old.file_id, 0);
+	assert_int_equal(v[1].rc, 0);
+	assert_int_equal(v[1].old.file_id, 1); /* y's old record, to free */
+	assert_int_equal(v[1].old.len, 100);
+	assert_int_equal(v[2].rc, -ENOENT);
+	assert_int_equal(v[3].rc, -EINVAL);
+	a = getattr_ok(f, x);
+	assert_int_equal(a.size, 5000);
+	assert_int_equal(a.ext.file_id, 2);
+	assert_int_equal(a.ext.off, 8192);
+	assert_int_equal(a.mtime_ns, T0 + 1);
+	a = getattr_ok(f, y);
+	assert_int_equal(a.size, 0);
+	assert_int_equal(a.ext.file_id, 0);
+	/* A CRC count that does not fit fails that save alone. */
+	v[0].crcs = NULL;
+	v[0].ext.len = 0;
+	v[0].ext.file_id = 0;
+	v[1].ext = (struct kv_extent){3, 4096, 0, 10};
+	v[1].crcs = NULL; /* a record without CRCs: refused */
+	assert_int_equal(idx_set_extents(f->idx, v, 2), 0);
+	assert_int_equal(v[0].rc, 0);
+	assert_int_equal(v[1].rc, -EINVAL);
+	assert_int_equal(getattr_ok(f, y).ext.file_id, 0);
+	assert_int_equal(idx_set_extents(f->idx, v, 0), 0);
+}
+
+/*
+ * A file created and never saved is pending: after a crash its name goes
+ * (the bytes were still queued), it is an orphan for idx_purge_orphans.
+ * Saved files, empty saved files, directories and symlinks stay.
+ */
+static int npending;
+
+static void pending_fn(void *arg, uint64_t parent, const char *name)
+{
+	(void)arg;
+	(void)parent;
+	assert_string_equal(name, "queued");
+	npending++;
+}
+
+static void test_purge_pending(void **state)
+{
+	struct fx *f = *state;
+	uint64_t d, q, e;
+
+	d = mkdir_(f, KV_ROOT_INO, "d");
+	q = mkfile(f, d, "queued");
+	give_extent(f, mkfile(f, d, "saved"), 1, 0, 100);
+	e = mkfile(f, d, "empty");
+	assert_int_equal(idx_set_extent(f->idx, e, 0, NOW, NULL, NULL, 0, NULL),
+			 0);
+	mk(f, d, "l", S_IFLNK | 0777);
+	assert_int_equal(getattr_ok(f, q).ext.hdr_len, 0); /* mark not shown */
+	npending = 0;
+	assert_int_equal(idx_purge_pending(f->idx, pending_fn, NULL), 1);
+	assert_int_equal(npending, 1);
+	assert_absent(f, d, "queued");
+	assert_int_not_equal(lookup_ino(f, d, "saved"), 0);
+	assert_int_not_equal(lookup_ino(f, d, "empty"), 0);
+	assert_int_not_equal(lookup_ino(f, d, "l"), 0);
+	assert_int_equal(getattr_ok(f, q).nlink, 0);
+	assert_int_equal(getattr_ok(f, d).nlink, 2);
+	assert_int_equal(idx_purge_orphans(f->idx, NULL, NULL), 1);
+	assert_int_equal(idx_purge_pending(f->idx, NULL, NULL), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -487,6 +582,8 @@ int main(void)
 		T(test_count),
 		T(test_count_corrupt),
 		T(test_file_records_and_move),
+		T(test_set_extents),
+		T(test_purge_pending),
 	};
 
 	/* Expected refusals log errors; info lines would only be noise. */

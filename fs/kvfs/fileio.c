@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The data path of the FUSE operations (fileio.h): a file's bytes go into
+ * its node's buffer on WRITE (after waiting, unlocked, for room in the
+ * dirty budget), are handed to write-behind on FLUSH (wb.c), and are read
+ * from the buffer, the queued bytes or the record. Not here: the
+ * namespace (ops.c), saving (wb.c, node.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "ctlfiles.h"
+#include "damage.h"
+#include "filebuf.h"
+#include "fileio.h"
+#include "fs.h"
+#include "node.h"
+#include "notify.h"
+#include "wb.h"
+
+static int fs_req_stop(void *arg)
+{
+	return fuse_req_interrupted(arg);
+}
+
+/*
+ * Waits, holding no lock, until n's buffer may grow to end bytes within
+ * the dirty budget (node_budget_wait); a refusal is logged, at most every
+ * 10 s.
+ */
+int fs_room_for(struct fs *fs, fuse_req_t req, struct node *n, uint64_t end)
+{
+	static atomic_int_fast64_t last_log;
+	uint64_t have, want;
+	int64_t now;
+	char *path;
+	int rc;
+
+	pthread_rwlock_rdlock(&n->rw);
+	have = n->dirty || n->cached ? (uint64_t)n->nsegs * NODE_SEG : 0;
+	want = n->dirty ? 0 : n->attr.size;
+	pthread_rwlock_unlock(&n->rw);
+	if (end > want)
+		want = end;
+	want = (want + NODE_SEG - 1) / NODE_SEG * NODE_SEG;
+	if (want <= have)
+		return 0;
+	rc = node_budget_wait(fs, want - have, fs_req_stop, req);
+	now = (int64_t)clock_monotonic_ns();
+	if (rc == -EDQUOT && now - atomic_load(&last_log) > 10ll * 1000000000) {
+		atomic_store(&last_log, now);
+		path = node_path(fs, n);
+		log_warn("write to %s refused (EDQUOT): the dirty_limit of "
+			 "%llu bytes is held by files still open or not yet "
+			 "saved",
+			 path ? path : "?",
+			 (unsigned long long)fs->cfg.dirty_limit);
+		free(path);
+	}
+	return rc;
+}
+
+/* Changes n's size to size. n->rw exclusive. */
+int fs_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
+		       int64_t now)
+{
+	uint64_t old = n->attr.size;
+	int rc;
+
+	if (S_ISDIR(n->attr.mode))
+		return -EISDIR;
+	if (!S_ISREG(n->attr.mode))
+		return -EINVAL;
+	if (size > fs->cfg.max_file_size)
+		return -EFBIG;
+	if (size == old && n->dirty)
+		return 0;
+	if (size == 0) {
+		/* Nothing to keep: skip reading the old bytes. */
+		node_discard(fs, n);
+		n->dirty = 1;
+	} else {
+		rc = node_make_dirty(fs, n);
+		if (rc < 0)
+			return rc;
+		rc = node_reserve(fs, n, size);
+		if (rc < 0)
+			return rc;
+		if (size > old)
+			node_zero(n, old, size - old);
+	}
+	n->attr.size = size;
+	n->attr.mtime_ns = now;
+	n->attr.ctime_ns = now;
+	return 0;
+}
+
+/*
+ * Replies the buffered (unsaved or cached) bytes [off, off + len) of n. The reply copies them
+ * out while n->rw is still held, so n is pinned: once the reply is out,
+ * the kernel may release the last handle and drop n at once.
+ */
+static void fs_read_dirty(struct fs *fs, fuse_req_t req, struct node *n,
+			  uint64_t off, size_t len)
+{
+	struct iovec small[FS_READ_IOV], *iov = small;
+
+	if (len > FS_MAX_READ) {
+		/* Not sent by this kernel (1 MiB requests): slow path. */
+		iov = calloc(len / NODE_SEG + 2, sizeof(*iov));
+		if (!iov) {
+			pthread_rwlock_unlock(&n->rw);
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+	}
+	node_pin(fs, n);
+	fuse_reply_iov(req, iov, node_iov(n, off, len, iov));
+	pthread_rwlock_unlock(&n->rw);
+	node_put(fs, n, 0, 0, 1);
+	if (iov != small)
+		free(iov);
+}
+
+void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+	     struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	struct fs *fs = fs_of(req);
+	const void *data = NULL;
+	struct node *n;
+	size_t got = 0;
+	char *path;
+	int rc = 0;
+
+	if (fs_ctl_ino(ino)) {
+		fs_ctl_read(req, size, off, fi);
+		return;
+	}
+	n = h->n;
+	pthread_rwlock_rdlock(&n->rw);
+	if ((uint64_t)off < n->attr.size && !n->dirty && !n->cached && !n->wb &&
+	    n->attr.size <= FS_VERIFY_MAX) {
+		/* First read: load and check the whole file (fs.h). */
+		pthread_rwlock_unlock(&n->rw);
+		pthread_rwlock_wrlock(&n->rw);
+#ifdef KVFS_FAULT_INJECTION
+		rc = fs_fault_read(fs, ino);
+		if (rc == 0)
+#endif
+			rc = node_fill(fs, n);
+		if (rc < 0)
+			goto out_unlock;
+	}
+	if ((uint64_t)off < n->attr.size && (n->dirty || n->cached || n->wb)) {
+		got = n->attr.size - (uint64_t)off < size
+			      ? n->attr.size - (uint64_t)off
+			      : size;
+		fs_read_dirty(fs, req, n, (uint64_t)off, got);
+		return;
+	}
+	if ((uint64_t)off < n->attr.size) {
+#ifdef KVFS_FAULT_INJECTION
+		rc = fs_fault_read(fs, ino);
+		if (rc == 0)
+#endif
+			rc = store_read(fs->store, &n->attr.ext,
+					n->crcs_loaded ? n->crcs : NULL,
+					(uint64_t)off, size, &data, &got);
+	}
+out_unlock:
+	/*
+	 * Unlock before replying: after the reply the kernel may release the
+	 * last handle and n with it. data is in this thread's read buffer.
+	 */
+	pthread_rwlock_unlock(&n->rw);
+	if (rc == 0) {
+		fuse_reply_buf(req, data, got);
+		return;
+	}
+	path = node_path(fs, n);
+	log_warn("read of %s (inode %llu) at %lld failed: %s",
+		 path ? path : "?", (unsigned long long)ino, (long long)off,
+		 fs_read_error(rc));
+	free(path);
+	/*
+	 * Never a short count: an error, and the name becomes a miss. Only a
+	 * provably short record is dropped; any other failure keeps the data.
+	 */
+	if (rc == -ENODATA)
+		fs_drop(fs, n);
+	else
+		fs_quarantine(fs, n, rc);
+	fs_reply_err(req, -EIO);
+}
+
+void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+	      off_t off, struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	struct fs *fs = fs_of(req);
+	struct node *n = h->n;
+	uint64_t end = (uint64_t)off + size;
+	int64_t now = fs_now_ns();
+	int rc;
+
+	if (end > fs->cfg.max_file_size || end < (uint64_t)off) {
+		fs_reply_err(req, -EFBIG);
+		return;
+	}
+	rc = fs_room_for(fs, req, n, end);
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	pthread_rwlock_wrlock(&n->rw);
+	rc = node_make_dirty(fs, n);
+	if (rc == 0)
+		rc = node_reserve(fs, n, end);
+	if (rc == 0) {
+		/* A write past the end leaves a hole that reads as zeros. */
+		if ((uint64_t)off > n->attr.size)
+			node_zero(n, n->attr.size,
+				  (uint64_t)off - n->attr.size);
+		node_copy_in(n, (uint64_t)off, buf, size);
+		if (end > n->attr.size)
+			n->attr.size = end;
+		n->attr.mtime_ns = now;
+		n->attr.ctime_ns = now;
+	}
+	pthread_rwlock_unlock(&n->rw);
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	fuse_reply_write(req, size);
+}
+
+/* Saves n's unsaved bytes, unless its last name is gone. */
+static int fs_flush_node(struct fs *fs, struct node *n)
+{
+	int rc = 0;
+
+	pthread_rwlock_wrlock(&n->rw);
+	if (n->dirty && n->attr.nlink > 0)
+		rc = wb_save_locked(fs, n);
+	pthread_rwlock_unlock(&n->rw);
+	return rc;
+}
+
+void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+
+	if (fs_ctl_ino(ino) || (h->flags & O_ACCMODE) == O_RDONLY) {
+		fs_reply_err(req, 0);
+		return;
+	}
+	fs_reply_err(req, fs_flush_node(fs_of(req), h->n));
+}
+
+void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	struct fs *fs = fs_of(req);
+	struct node *n;
+
+	if (fs_ctl_ino(ino)) {
+		fs_ctl_release(req, fi);
+		return;
+	}
+	n = h->n;
+	if (node_nopen(fs, n) == 1) {
+		/* The last handle: drop the cache, the kernel keeps a copy. */
+		pthread_rwlock_wrlock(&n->rw);
+		if (n->cached)
+			node_discard(fs, n);
+		pthread_rwlock_unlock(&n->rw);
+	}
+	if ((h->flags & O_ACCMODE) != O_RDONLY && fs_flush_node(fs, n) < 0) {
+		/*
+		 * close(2) already reported the error; the bytes could not be
+		 * saved, so the file goes back to what the index holds.
+		 */
+		pthread_rwlock_wrlock(&n->rw);
+		node_discard(fs, n);
+		n->attr.size = n->disk_size;
+		pthread_rwlock_unlock(&n->rw);
+		notify_inode(fs->notify, ino);
+	}
+	node_put(fs, n, 0, 1, 0);
+	free(h);
+	fs_reply_err(req, 0);
+}
+
+void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+	      struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	struct fs *fs = fs_of(req);
+	int rc;
+
+	if (fs_ctl_ino(ino)) {
+		fs_reply_err(req, 0);
+		return;
+	}
+	rc = fs_flush_node(fs, h->n);
+	/* What it covers: this file's queued saves. */
+	if (rc == 0)
+		rc = wb_wait_node(fs, h->n, fs_req_stop, req);
+	if (rc == 0)
+		rc = store_sync(fs->store);
+	if (rc == 0)
+		rc = idx_sync(fs->idx);
+	fs_reply_err(req, rc);
+}
+
+/*
+ * fallocate(2): mode 0 grows the file with zeros like a truncate (the
+ * bytes take memory until saved, so the dirty budget applies); KEEP_SIZE
+ * alone has nothing to do, since records are written whole at save time.
+ * Other modes: EOPNOTSUPP.
+ */
+void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
+		  off_t len, struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	struct fs *fs = fs_of(req);
+	uint64_t end = (uint64_t)off + (uint64_t)len;
+	struct node *n;
+	int rc = 0;
+
+	if (fs_ctl_ino(ino) || (mode & ~FALLOC_FL_KEEP_SIZE)) {
+		fs_reply_err(req, -EOPNOTSUPP);
+		return;
+	}
+	if (off < 0 || len <= 0) {
+		fs_reply_err(req, -EINVAL);
+		return;
+	}
+	if (end > fs->cfg.max_file_size || end < (uint64_t)off) {
+		fs_reply_err(req, -EFBIG);
+		return;
+	}
+	n = h->n;
+	if (!(mode & FALLOC_FL_KEEP_SIZE))
+		rc = fs_room_for(fs, req, n, end);
+	if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE)) {
+		pthread_rwlock_wrlock(&n->rw);
+		if (end > n->attr.size)
+			rc = fs_truncate_locked(fs, n, end, fs_now_ns());
+		pthread_rwlock_unlock(&n->rw);
+	}
+	fs_reply_err(req, rc);
+}

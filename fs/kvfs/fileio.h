@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The data path of the FUSE operations (fileio.c): READ, WRITE, FLUSH,
+ * RELEASE, FSYNC and FALLOCATE on regular files, truncation, and the wait
+ * for room in the dirty budget; ops.c has the namespace operations and the
+ * operation table. Also the handle of an open file and the two helpers
+ * every handler uses.
+ */
+#ifndef KVFS_FILEIO_H
+#define KVFS_FILEIO_H
+
+#include <fuse_lowlevel.h>
+#include <stdint.h>
+
+struct fs;
+struct node;
+
+/* Largest read the kernel sends (1 MiB requests), and its iovecs. */
+#define FS_MAX_READ (1u << 20)
+#define FS_READ_IOV (FS_MAX_READ / NODE_SEG + 2)
+
+/* An open file: fi->fh. */
+struct fs_handle {
+	struct node *n;
+	int flags;
+};
+
+static inline struct fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* Replies rc: 0 (or a count) is success, -errno an error. */
+static inline void fs_reply_err(fuse_req_t req, int rc)
+{
+	fuse_reply_err(req, rc >= 0 ? 0 : -rc);
+}
+
+/*
+ * Waits, holding no lock, until n's buffer may grow to end bytes within
+ * the dirty budget (node_budget_wait; an INTERRUPT of req ends it with
+ * -EINTR). A refusal (-EDQUOT) is logged, at most once every 10 s.
+ */
+int fs_room_for(struct fs *fs, fuse_req_t req, struct node *n, uint64_t end);
+/* Changes n's size to size (zeros past the old end). n->rw exclusive. */
+int fs_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
+		       int64_t now);
+
+void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+	     struct fuse_file_info *fi);
+void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+	      off_t off, struct fuse_file_info *fi);
+void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+	      struct fuse_file_info *fi);
+void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
+		  off_t len, struct fuse_file_info *fi);
+
+#endif

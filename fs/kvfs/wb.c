@@ -1,0 +1,560 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Write-behind (wb.h): the queue of saves, the writer threads that append
+ * them, and the committer that makes them visible to the index in groups.
+ *
+ * A save (struct wb_job) owns the file's bytes from the FLUSH on; the node
+ * points at them (node->wb) until the save is committed, so reads, stat,
+ * rename and unlink go on as for any file. Jobs of one node are appended
+ * one at a time and committed in the order they landed, so the index
+ * always ends at the newest bytes; a queued save that a newer one replaces
+ * is dropped, and so is one whose file lost its last name (its bytes go
+ * back to the node, which may still be open).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "filebuf.h"
+#include "fs.h"
+#include "log.h"
+#include "node.h"
+#include "notify.h"
+#include "wb.h"
+
+/* Most saves committed in one index transaction. */
+#define WB_BATCH 256
+/* Slices in which waiters look for an interrupt (ns). */
+#define WB_SLICE_NS 100000000ll
+
+enum wb_state { WB_QUEUED, WB_RUNNING, WB_LANDED };
+
+struct wb_job {
+	struct wb_bytes b; /* first: node->wb points here */
+	struct wb_job *next;
+	struct node *n; /* pinned until the job is done */
+	int64_t mtime_ns;
+	uint64_t charged;    /* budget bytes: the segments */
+	enum wb_state state; /* under wb->lock */
+	int superseded;	     /* a newer save replaced it while queued (lock) */
+	int unlinked;	     /* the file had no name left (writer) */
+	unsigned name_gen;   /* the node's renames when path was taken */
+	uint32_t *crcs;
+	struct kv_extent ext; /* where it landed (file_id 0: not appended) */
+	int rc;		      /* the append's outcome */
+};
+
+struct wb {
+	struct fs *fs;
+	pthread_mutex_t lock;
+	pthread_cond_t work;	      /* writers: a job may be pickable */
+	pthread_cond_t landed;	      /* committer: a job landed */
+	pthread_cond_t idle;	      /* waiters: a job is done */
+	struct wb_job *qhead, *qtail; /* queued, in FLUSH order */
+	struct wb_job *lhead, *ltail; /* landed, to commit in order */
+	uint64_t outstanding;	      /* queued, running or landed */
+	int stop;
+	unsigned nwriters;
+	pthread_t *writers;
+	pthread_t committer;
+	struct wb_stats st; /* under lock; queued_* computed on read */
+};
+
+static void wb_job_to(struct wb_job **head, struct wb_job **tail,
+		      struct wb_job *j)
+{
+	j->next = NULL;
+	if (*tail)
+		(*tail)->next = j;
+	else
+		*head = j;
+	*tail = j;
+}
+
+int wb_save_locked(struct fs *fs, struct node *n)
+{
+	struct wb *wb = fs->wb;
+	struct wb_job *j;
+	uint64_t size = n->attr.size, queued;
+
+	if (!n->dirty)
+		return 0;
+	if (!wb || fs->cfg.durable)
+		return node_flush_locked(fs, n);
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	/* Records end on a KV_ALIGN boundary: zero the padding. */
+	if (size > 0)
+		node_zero(n, size, kv_align_up(size) - size);
+	j->b = (struct wb_bytes){
+		.segs = n->segs, .nsegs = n->nsegs, .size = size};
+	j->charged = (uint64_t)n->nsegs * NODE_SEG;
+	j->n = n;
+	j->mtime_ns = n->attr.mtime_ns;
+	n->segs = NULL;
+	n->nsegs = 0;
+	n->dirty = 0;
+	n->cached = 0;
+	node_pin(fs, n);
+	atomic_fetch_add(&n->wb_jobs, 1);
+	pthread_mutex_lock(&wb->lock);
+	if (wb->stop) {
+		/* Stopping: nobody would append it. Undo and save now. */
+		pthread_mutex_unlock(&wb->lock);
+		n->segs = j->b.segs;
+		n->nsegs = j->b.nsegs;
+		n->dirty = 1;
+		atomic_fetch_sub(&n->wb_jobs, 1);
+		node_put(fs, n, 0, 0, 1);
+		free(j);
+		return node_flush_locked(fs, n);
+	}
+	if (n->wb) {
+		struct wb_job *prev = (struct wb_job *)n->wb;
+
+		if (prev->state == WB_QUEUED)
+			prev->superseded = 1;
+	}
+	n->wb = &j->b;
+	wb_job_to(&wb->qhead, &wb->qtail, j);
+	wb->outstanding++;
+	queued =
+		atomic_fetch_add(&fs->wb_queued_bytes, j->charged) + j->charged;
+	if (queued > wb->st.peak_bytes)
+		wb->st.peak_bytes = queued;
+	pthread_cond_signal(&wb->work);
+	pthread_mutex_unlock(&wb->lock);
+	return 0;
+}
+
+/*
+ * The first queued job a writer may take: dropped ones at once, others
+ * only while no other save of the same node is being appended (the
+ * committer then sees one node's saves in FLUSH order). wb->lock held.
+ */
+static struct wb_job *wb_pick(struct wb *wb)
+{
+	struct wb_job **pp = &wb->qhead, *prev = NULL;
+
+	for (struct wb_job *j = wb->qhead; j; prev = j, j = j->next) {
+		if (!j->superseded && j->n->wb_writing > 0) {
+			pp = &j->next;
+			continue;
+		}
+		*pp = j->next;
+		if (wb->qtail == j)
+			wb->qtail = prev;
+		j->state = WB_RUNNING;
+		if (!j->superseded)
+			j->n->wb_writing++;
+		return j;
+	}
+	return NULL;
+}
+
+/* Appends job j's bytes as a record (the writer's part of a save). */
+static void wb_append(struct fs *fs, struct wb *wb, struct wb_job *j)
+{
+	struct node *n = j->n;
+	uint64_t size = j->b.size, span;
+	struct iovec *iov = NULL;
+	char *path = NULL;
+	int rc, cnt;
+
+#ifdef KVFS_FAULT_INJECTION
+	unsigned delay = atomic_load(&fs->fault_wb_delay_ms);
+
+	if (delay)
+		usleep(delay * 1000u);
+#endif
+	pthread_rwlock_rdlock(&n->rw);
+	j->unlinked = n->attr.nlink == 0;
+	pthread_rwlock_unlock(&n->rw);
+	if (j->unlinked || size == 0)
+		return;
+	/* Taken before the path: a rename after it is caught at commit. */
+	j->name_gen = atomic_load(&n->name_gen);
+	path = node_path(fs, n);
+	j->crcs = calloc(kv_nchunks(size), sizeof(*j->crcs));
+	iov = calloc(j->b.nsegs + 1, sizeof(*iov));
+	if (!path || !j->crcs || !iov) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	span = store_hdr_len(size, strlen(path)) + kv_align_up(size);
+	rc = fs->up.make_room ? fs->up.make_room(fs->up.ctx, span) : 0;
+	if (rc < 0)
+		goto out;
+	cnt = node_segs_iov(j->b.segs, 0, kv_align_up(size), iov);
+	rc = store_append_iov(fs->store, n->ino, path, iov, cnt, size, j->crcs,
+			      &j->ext);
+	if (rc == 0 && fs->up.used)
+		fs->up.used(fs->up.ctx, (int64_t)kv_extent_span(&j->ext));
+out:
+	if (rc < 0)
+		log_warn("cannot save %s (inode %llu, %llu bytes): %s; it "
+			 "goes back to its last saved state",
+			 path ? path : "?", (unsigned long long)n->ino,
+			 (unsigned long long)size, strerror(-rc));
+	else
+		__atomic_fetch_add(&wb->st.appends, 1, __ATOMIC_RELAXED);
+	j->rc = rc;
+	free(iov);
+	free(path);
+}
+
+static void *wb_writer(void *arg)
+{
+	struct wb *wb = arg;
+	struct wb_job *j;
+
+	pthread_mutex_lock(&wb->lock);
+	for (;;) {
+		while (!(j = wb_pick(wb)) && !wb->stop)
+			pthread_cond_wait(&wb->work, &wb->lock);
+		if (!j)
+			break;
+		pthread_mutex_unlock(&wb->lock);
+		if (!j->superseded)
+			wb_append(wb->fs, wb, j);
+		pthread_mutex_lock(&wb->lock);
+		if (!j->superseded)
+			j->n->wb_writing--;
+		j->state = WB_LANDED;
+		wb_job_to(&wb->lhead, &wb->ltail, j);
+		pthread_cond_signal(&wb->landed);
+		/* A save of the same node may be pickable now. */
+		pthread_cond_broadcast(&wb->work);
+	}
+	pthread_mutex_unlock(&wb->lock);
+	return NULL;
+}
+
+/* A name record for n's current path: it was renamed while saving. */
+static void wb_name_record(struct fs *fs, struct node *n)
+{
+	char *path = node_path(fs, n);
+	uint64_t span;
+
+	if (!path)
+		return;
+	span = store_hdr_len(0, strlen(path));
+	if ((fs->up.make_room && fs->up.make_room(fs->up.ctx, span) < 0) ||
+	    store_append_name(fs->store, n->ino, path) < 0)
+		log_warn("no name record for %s: a rebuilt index will list "
+			 "it under its old name",
+			 path);
+	else if (fs->up.used)
+		fs->up.used(fs->up.ctx, (int64_t)span);
+	free(path);
+}
+
+/*
+ * The node's side of a finished save: on success it now reads from the
+ * record; on failure it goes back to its last saved state; a save dropped
+ * for an unlink gives its bytes back (the file may still be open).
+ */
+static void wb_settle(struct fs *fs, struct wb_job *j, int rc, int *inval)
+{
+	struct node *n = j->n;
+	int saved = rc == 0 && !j->unlinked && !j->superseded;
+
+	pthread_rwlock_wrlock(&n->rw);
+	if (saved) {
+		free(n->crcs);
+		n->crcs = j->crcs;
+		n->ncrcs = kv_nchunks(j->b.size);
+		n->crcs_loaded = 1;
+		j->crcs = NULL;
+		n->attr.ext = j->ext;
+		n->disk_size = j->b.size;
+	}
+	if (rc < 0)
+		n->wb_err = rc;
+	if (n->wb == &j->b) {
+		n->wb = NULL;
+		if (rc < 0) {
+			n->attr.size = n->disk_size;
+			*inval = 1;
+		} else if (j->unlinked && !n->dirty && !n->cached) {
+			n->segs = j->b.segs;
+			n->nsegs = j->b.nsegs;
+			n->dirty = 1;
+			j->b.segs = NULL;
+			j->b.nsegs = 0;
+		}
+	}
+	/* A utimensat(2) while queued: the commit wrote the FLUSH's mtime. */
+	if (saved && n->attr.mtime_ns != j->mtime_ns && n->attr.nlink > 0) {
+		struct idx_attr a = n->attr;
+
+		a.size = n->disk_size;
+		idx_setattr(fs->idx, &a);
+	}
+	pthread_rwlock_unlock(&n->rw);
+}
+
+/* Ends job j (rc: the save's outcome) and frees it. */
+static void wb_finish(struct fs *fs, struct wb *wb, struct wb_job *j,
+		      const struct idx_save *s)
+{
+	struct node *n = j->n;
+	int rc = j->rc < 0 ? j->rc : (s && s->rc < 0 ? s->rc : 0);
+	int inval = 0, saved = rc == 0 && !j->unlinked && !j->superseded;
+
+	wb_settle(fs, j, rc, &inval);
+	if (inval)
+		notify_inode(fs->notify, n->ino);
+	if (saved && s) {
+		node_free_extent(fs, &s->old);
+		if (fs->up.touch)
+			fs->up.touch(fs->up.ctx, n->ino);
+		if (j->ext.file_id && atomic_load(&n->name_gen) != j->name_gen)
+			wb_name_record(fs, n);
+	}
+	node_segs_release(fs, j->b.segs, j->b.nsegs);
+	free(j->b.segs);
+	free(j->crcs);
+	atomic_fetch_sub(&fs->wb_queued_bytes, j->charged);
+	atomic_fetch_sub(&n->wb_jobs, 1);
+	node_put(fs, n, 0, 0, 1);
+	pthread_mutex_lock(&wb->lock);
+	if (rc < 0)
+		wb->st.failed++;
+	else if (j->unlinked || j->superseded)
+		wb->st.cancelled++;
+	wb->outstanding--;
+	pthread_cond_broadcast(&wb->idle);
+	pthread_mutex_unlock(&wb->lock);
+	free(j);
+}
+
+/* Commits k landed jobs in one index transaction, then ends each. */
+static void wb_commit(struct fs *fs, struct wb *wb, struct wb_job **jobs,
+		      size_t k)
+{
+	struct idx_save *saves = calloc(k, sizeof(*saves));
+	int *slot = calloc(k, sizeof(*slot));
+	size_t m = 0;
+
+	for (size_t i = 0; i < k; i++) {
+		struct wb_job *j = jobs[i];
+
+		slot[i] = -1;
+		if (!saves || !slot || j->unlinked || j->superseded ||
+		    j->rc < 0)
+			continue;
+		saves[m] = (struct idx_save){.ino = j->n->ino,
+					     .size = j->b.size,
+					     .mtime_ns = j->mtime_ns,
+					     .ext = j->ext,
+					     .crcs = j->crcs};
+		slot[i] = (int)m++;
+	}
+	if (!saves || !slot) {
+		for (size_t i = 0; i < k; i++)
+			if (!jobs[i]->unlinked && !jobs[i]->superseded &&
+			    jobs[i]->rc == 0)
+				jobs[i]->rc = -ENOMEM;
+	} else if (m > 0) {
+		int rc = idx_set_extents(fs->idx, saves, m);
+
+		if (rc < 0)
+			log_err("cannot commit %zu saves to the index: %s", m,
+				strerror(-rc));
+		pthread_mutex_lock(&wb->lock);
+		wb->st.commits++;
+		pthread_mutex_unlock(&wb->lock);
+	}
+	for (size_t i = 0; i < k; i++) {
+		struct wb_job *j = jobs[i];
+		const struct idx_save *s =
+			slot && slot[i] >= 0 ? &saves[slot[i]] : NULL;
+
+		/* Appended but not committed: nothing points at it. */
+		if (j->ext.file_id && (!s || s->rc < 0))
+			node_free_extent(fs, &j->ext);
+		if (j->ext.file_id)
+			store_append_done(fs->store, j->ext.file_id);
+		wb_finish(fs, wb, j, s);
+	}
+	free(saves);
+	free(slot);
+}
+
+static void *wb_committer(void *arg)
+{
+	struct wb *wb = arg;
+	struct wb_job *jobs[WB_BATCH];
+
+	pthread_mutex_lock(&wb->lock);
+	for (;;) {
+		size_t k = 0;
+
+		while (!wb->lhead && !(wb->stop && wb->outstanding == 0))
+			pthread_cond_wait(&wb->landed, &wb->lock);
+		if (!wb->lhead)
+			break;
+		while (wb->lhead && k < WB_BATCH) {
+			jobs[k++] = wb->lhead;
+			wb->lhead = wb->lhead->next;
+		}
+		if (!wb->lhead)
+			wb->ltail = NULL;
+		pthread_mutex_unlock(&wb->lock);
+		wb_commit(wb->fs, wb, jobs, k);
+		pthread_mutex_lock(&wb->lock);
+	}
+	pthread_mutex_unlock(&wb->lock);
+	return NULL;
+}
+
+int wb_start(struct fs *fs, unsigned nwriters)
+{
+	struct wb *wb = calloc(1, sizeof(*wb));
+	int rc;
+
+	if (!wb)
+		return -ENOMEM;
+	wb->fs = fs;
+	pthread_mutex_init(&wb->lock, NULL);
+	pthread_cond_init(&wb->work, NULL);
+	pthread_cond_init(&wb->landed, NULL);
+	pthread_cond_init(&wb->idle, NULL);
+	wb->writers = calloc(nwriters, sizeof(*wb->writers));
+	if (!wb->writers) {
+		free(wb);
+		return -ENOMEM;
+	}
+	rc = -pthread_create(&wb->committer, NULL, wb_committer, wb);
+	if (rc < 0) {
+		log_err("cannot start the write-behind threads: %s",
+			strerror(-rc));
+		free(wb->writers);
+		free(wb);
+		return rc;
+	}
+	for (; rc == 0 && wb->nwriters < nwriters; wb->nwriters++)
+		rc = -pthread_create(&wb->writers[wb->nwriters], NULL,
+				     wb_writer, wb);
+	fs->wb = wb;
+	if (rc < 0) {
+		log_err("cannot start the write-behind threads: %s",
+			strerror(-rc));
+		wb_stop(fs);
+	}
+	return rc;
+}
+
+/* Waits on cond until done() or the deadline (ns, monotonic; <0: none). */
+static int wb_wait(struct wb *wb, int64_t deadline, int (*stop)(void *),
+		   void *arg, int (*done)(struct wb *, void *), void *darg)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&wb->lock);
+	while (!done(wb, darg)) {
+		struct timespec ts;
+
+		if (stop && stop(arg)) {
+			rc = -EINTR;
+			break;
+		}
+		if (deadline >= 0 &&
+		    (int64_t)clock_monotonic_ns() >= deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += WB_SLICE_NS;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&wb->idle, &wb->lock, &ts);
+	}
+	pthread_mutex_unlock(&wb->lock);
+	return rc;
+}
+
+static int wb_node_done(struct wb *wb, void *arg)
+{
+	(void)wb;
+	return atomic_load(&((struct node *)arg)->wb_jobs) == 0;
+}
+
+static int wb_empty(struct wb *wb, void *arg)
+{
+	(void)arg;
+	return wb->outstanding == 0;
+}
+
+int wb_wait_node(struct fs *fs, struct node *n, int (*stop)(void *), void *arg)
+{
+	int rc = 0;
+
+	if (fs->wb)
+		rc = wb_wait(fs->wb, -1, stop, arg, wb_node_done, n);
+	if (rc < 0)
+		return rc;
+	pthread_rwlock_wrlock(&n->rw);
+	rc = n->wb_err;
+	n->wb_err = 0;
+	pthread_rwlock_unlock(&n->rw);
+	return rc;
+}
+
+int wb_drain(struct fs *fs, int timeout_ms)
+{
+	int64_t deadline = -1;
+
+	if (!fs->wb)
+		return 0;
+	if (timeout_ms >= 0)
+		deadline = (int64_t)clock_monotonic_ns() +
+			   (int64_t)timeout_ms * 1000000;
+	return wb_wait(fs->wb, deadline, NULL, NULL, wb_empty, NULL);
+}
+
+void wb_stop(struct fs *fs)
+{
+	struct wb *wb = fs->wb;
+
+	if (!wb)
+		return;
+	wb_drain(fs, -1);
+	pthread_mutex_lock(&wb->lock);
+	wb->stop = 1;
+	pthread_cond_broadcast(&wb->work);
+	pthread_cond_broadcast(&wb->landed);
+	pthread_mutex_unlock(&wb->lock);
+	for (unsigned i = 0; i < wb->nwriters; i++)
+		pthread_join(wb->writers[i], NULL);
+	pthread_join(wb->committer, NULL);
+	fs->wb = NULL;
+	pthread_mutex_destroy(&wb->lock);
+	pthread_cond_destroy(&wb->work);
+	pthread_cond_destroy(&wb->landed);
+	pthread_cond_destroy(&wb->idle);
+	free(wb->writers);
+	free(wb);
+}
+
+void wb_get_stats(struct fs *fs, struct wb_stats *out)
+{
+	struct wb *wb = fs->wb;
+
+	memset(out, 0, sizeof(*out));
+	if (!wb)
+		return;
+	pthread_mutex_lock(&wb->lock);
+	*out = wb->st;
+	out->queued_files = wb->outstanding;
+	pthread_mutex_unlock(&wb->lock);
+	out->appends = __atomic_load_n(&wb->st.appends, __ATOMIC_RELAXED);
+	out->queued_bytes = atomic_load(&fs->wb_queued_bytes);
+}
