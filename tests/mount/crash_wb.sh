@@ -4,24 +4,29 @@
 # issue 12):
 #   1. NW writers store blocks of four sizes with the engine's sequence
 #      (O_DIRECT temp, one write, close, rename; contents derived from the
-#      name), then `kvfsctl sync`: these are committed;
+#      name), an empty file is created and fsync'd, then `kvfsctl sync`:
+#      all of these are durable;
 #   2. the user.kvfs.fault.wb_delay_ms hook makes every background append
-#      sleep DELAY_MS first, and the writers store many more blocks: most
-#      of them stay queued. Once every writer has ended (nothing is stored
-#      after this point), kvfs_wb_queued_files and kvfs_wb_queued_bytes are
-#      read and the daemon is killed with SIGKILL;
+#      sleep DELAY_MS first; the writers store a first batch, then one more
+#      file is written and fsync'd (fsync waits until its save is committed,
+#      so most of the first batch lands too), then the writers store a
+#      second, larger batch that stays queued. Once every writer has ended
+#      (nothing is stored after this point), kvfs_wb_queued_files and
+#      kvfs_wb_queued_bytes are read and the daemon is killed with SIGKILL;
 #   3. a remount of the same DATADIR, and then:
 #       * the daemon logged "removed N files whose bytes were still queued
 #         at the crash";
 #       * no "*.tmp" is visible once the start-up sweep ran (polled 10 s);
-#       * every block of step 1 is there, byte-exact;
-#       * every block of step 2 is absent or whole and byte-exact under its
-#         name (never empty or short); the absent ones number at most the
-#         queued files and their sizes add up to at most the queued bytes,
-#         and at least one is absent (the queue really held blocks that
-#         were only in memory);
+#       * every block of step 1 is there, byte-exact, and so is the empty
+#         file, and the file fsync'd in step 2;
+#       * every other block of step 2 is absent or whole and byte-exact
+#         under its name (never empty or short); the absent ones number at
+#         most the queued files and their sizes add up to at most the
+#         queued bytes, and at least one is absent (the queue really held
+#         blocks that were only in memory);
 #       * nothing else is visible in the block directories;
 #       * the mount stores and loads new blocks, and unmounts cleanly.
+# Every step prints one line on stderr (what was queued, what was lost).
 # Skipped (77) without fault injection.
 #
 # Environment: as lib.sh, plus WB_CLIENT (tests/mount/wb_client), KVFSCTL
@@ -35,8 +40,10 @@ KiB=1024
 NW=4          # writers, one block size each
 SIZES=(262144 524288 1048576 2097152)
 COMMITTED=8   # blocks per writer in step 1
-QUEUED=24     # blocks per writer in step 2 (60 MiB in all)
-DELAY_MS=2000 # each background append sleeps this long first
+BATCH1=8      # blocks per writer in step 2, before the fsync
+BATCH2=16     # blocks per writer in step 2, after it (40 MiB in all)
+DELAY_MS=1000 # each background append sleeps this long first
+FSIZE=1048699 # the file fsync'd in step 2
 OPTS=tmp_max_age=30,dirty_limit=256M
 WPIDS=()
 
@@ -119,13 +126,17 @@ T_MNT=$(t_plain_dir mnt)
 t_mount "$T_DATA" "$T_MNT" -o "$OPTS"
 mkdir "$T_MNT/c" "$T_MNT/q" || t_fail "mkdir"
 
-# 1. Committed blocks.
+# 1. Committed blocks, and an empty file.
 writers "$T_MNT/c" 0 $COMMITTED committed
+: >"$T_MNT/c/empty" || t_fail "create c/empty"
+"$WB" fsync "$T_MNT/c/empty" >"$T_TMP/fsync.out" 2>&1
+[ "$(cat "$T_TMP/fsync.out")" = "fsync: OK" ] ||
+	t_fail "fsync of c/empty: $(cat "$T_TMP/fsync.out")"
 "$KVFSCTL" sync "$T_MNT" >"$T_TMP/sync.out" 2>&1 ||
 	t_fail "kvfsctl sync: $(cat "$T_TMP/sync.out")"
 [ "$(kv_stat wb_queued_files)" = 0 ] ||
 	t_fail "kvfs_wb_queued_files is '$(kv_stat wb_queued_files)' after sync"
-t_log "1: $((NW * COMMITTED)) blocks stored and synced"
+t_log "1: $((NW * COMMITTED)) blocks and an empty file stored and synced"
 
 # 2. The queue held full, then the kill.
 "$WB" setxattr "$T_MNT" user.kvfs.fault.wb_delay_ms $DELAY_MS \
@@ -133,11 +144,21 @@ t_log "1: $((NW * COMMITTED)) blocks stored and synced"
 [ "$(cat "$T_TMP/setx.out")" = "setxattr: OK" ] ||
 	t_fail "setting the delay hook: $(cat "$T_TMP/setx.out")"
 appends0=$(kv_stat wb_appends_total)
-writers "$T_MNT/q" 0 $QUEUED queued
+writers "$T_MNT/q" 0 $BATCH1 batch1
+"$WB" write "$T_MNT/q/fsynced.bin" $FSIZE 77 >"$T_TMP/w.out" 2>&1
+[ "$(cat "$T_TMP/w.out")" = "write: OK" ] ||
+	t_fail "write q/fsynced.bin: $(cat "$T_TMP/w.out")"
+# Bounded: the queue ahead of it drains in about BATCH1 * DELAY_MS.
+timeout 300 "$WB" fsync "$T_MNT/q/fsynced.bin" >"$T_TMP/fsync.out" 2>&1
+[ "$(cat "$T_TMP/fsync.out")" = "fsync: OK" ] ||
+	t_fail "fsync of q/fsynced.bin: $(cat "$T_TMP/fsync.out")"
+appends1=$(kv_stat wb_appends_total)
+writers "$T_MNT/q" 100 $BATCH2 batch2
 qfiles=$(kv_stat wb_queued_files)
 qbytes=$(kv_stat wb_queued_bytes)
 appends=$(kv_stat wb_appends_total)
-{ [ -n "$qfiles" ] && [ -n "$qbytes" ]; } || t_fail "no kvfs_wb_queued_* metrics"
+{ [ -n "$qfiles" ] && [ -n "$qbytes" ]; } ||
+	t_fail "no kvfs_wb_queued_* metrics"
 [ "$qfiles" -ge 1 ] || t_fail "the queue was empty before the kill" \
 	"(the delay hook held nothing)"
 pid=${T_PID[$T_MNT]}
@@ -148,9 +169,11 @@ rc=$?
 unset "T_PID[$T_MNT]"
 t_scan_log "${T_LOG[$T_MNT]}"
 fusermount3 -u -z "$T_MNT" || t_fail "fusermount3 -u -z"
-t_log "2: $((NW * QUEUED)) more blocks stored with ${DELAY_MS} ms per" \
-	"append ($((appends - appends0)) appended); killed with $qfiles" \
-	"files ($((qbytes / KiB)) KiB) queued"
+t_log "2: $((NW * BATCH1)) blocks, a file fsync'd after them" \
+	"($((appends1 - appends0)) appends when the fsync returned), then" \
+	"$((NW * BATCH2)) more blocks, with ${DELAY_MS} ms per append" \
+	"($((appends - appends0)) appends in all); killed with $qfiles files" \
+	"($((qbytes / KiB)) KiB) queued"
 
 # 3. Restart.
 t_mount "$T_DATA" "$T_MNT" -o "$OPTS"
@@ -174,23 +197,36 @@ verify "$T_MNT/c" 0 $COMMITTED committed
 	grep '^absent' "$T_TMP/committed.verify" >&2
 	t_fail "$ABSENT synced blocks are gone"
 }
-verify "$T_MNT/q" 0 $QUEUED queued
-t_log "3: start-up removed $removed files; of the $((NW * QUEUED))" \
-	"queued-phase blocks $PRESENT are byte-exact, $ABSENT absent" \
-	"($((ABSENT_BYTES / KiB)) KiB); queued at the kill: $qfiles files," \
-	"$((qbytes / KiB)) KiB"
+verify "$T_MNT/q" 0 $BATCH1 batch1
+present=$PRESENT absent=$ABSENT absent_bytes=$ABSENT_BYTES
+verify "$T_MNT/q" 100 $BATCH2 batch2
+t_log "3: start-up removed $removed files; blocks byte-exact / absent:" \
+	"first batch $present / $absent, second batch $PRESENT / $ABSENT"
+PRESENT=$((PRESENT + present))
+ABSENT=$((ABSENT + absent))
+ABSENT_BYTES=$((ABSENT_BYTES + absent_bytes))
+t_log "3: lost $ABSENT blocks ($((ABSENT_BYTES / KiB)) KiB); queued at" \
+	"the kill: $qfiles files ($((qbytes / KiB)) KiB)"
 [ "$ABSENT" -le "$qfiles" ] ||
 	t_fail "$ABSENT blocks lost, more than the $qfiles queued at the kill"
 [ "$ABSENT_BYTES" -le "$qbytes" ] || t_fail "$ABSENT_BYTES bytes lost," \
 	"more than the $qbytes queued at the kill"
 [ "$ABSENT" -ge 1 ] || t_fail "no block was lost although $qfiles files" \
 	"were queued behind a ${DELAY_MS} ms delay: were they on disk?"
+"$WB" check "$T_MNT/q/fsynced.bin" $FSIZE 77 >"$T_TMP/check.out" 2>&1 ||
+	t_fail "q/fsynced.bin, fsync'd before the kill:" \
+		"$(cat "$T_TMP/check.out")"
+[ -f "$T_MNT/c/empty" ] || {
+	grep -F 'lost at the crash (still queued): empty ' "$log" >&2
+	t_fail "c/empty, created, fsync'd and synced before the kill, is gone"
+}
+[ "$(stat -c %s "$T_MNT/c/empty")" -eq 0 ] || t_fail "c/empty is not empty"
 # Nothing but the stored names.
 n=$(find "$T_MNT/c" "$T_MNT/q" -mindepth 1 | wc -l)
-[ "$n" -eq $((NW * COMMITTED + PRESENT)) ] || {
+[ "$n" -eq $((NW * COMMITTED + PRESENT + 2)) ] || {
 	find "$T_MNT/c" "$T_MNT/q" -mindepth 1 | sort >&2
 	t_fail "$n entries in the block directories, want" \
-		"$((NW * COMMITTED + PRESENT))"
+		"$((NW * COMMITTED + PRESENT + 2))"
 }
 
 # The mount works: new blocks stored, synced, loaded.

@@ -35,6 +35,9 @@ T_NEEDS="WB_CLIENT KVFSCTL"
 WB=$WB_CLIENT
 MiB=$((1024 * 1024))
 NOCACHE=entry_timeout=0,attr_timeout=0,negative_timeout=0
+QFILES=8         # case c: files queued, twice the daemon's 4 appenders
+QDELAY_MS=15000  # case c: each append sleeps this long first
+WDELAY_MS=30000  # case d: the same, while a writer waits
 BG=
 BG_PIDS=()
 OUT=
@@ -67,7 +70,8 @@ bg_wait() {
 		[ "$i" -gt $((limit * 10)) ] && return 124
 		sleep 0.1
 	done
-	wait "$pid"
+	# (bash would print "Killed" for a job ended by SIGKILL)
+	{ wait "$pid"; } 2>/dev/null
 }
 
 # bounded SECS OUT CMD...: CMD with a bound; a hang fails the test.
@@ -259,8 +263,109 @@ case_fallocate() {
 }
 
 # ---- c: the queue held full ----
+# File i of case c: its size (odd sizes, none a multiple of a page).
+qsize() {
+	echo $((MiB / 2 + $1 * 40961))
+}
+
+# qstats MNT: the write-behind counters in Q_APPENDS, Q_COMMITS, Q_CANCELLED
+# and Q_FILES.
+qstats() {
+	kv_need "$1" wb_appends_total
+	Q_APPENDS=$OUT
+	kv_need "$1" wb_commits_total
+	Q_COMMITS=$OUT
+	kv_need "$1" wb_cancelled_total
+	Q_CANCELLED=$OUT
+	kv_need "$1" wb_queued_files
+	Q_FILES=$OUT
+}
+
 case_queue() {
-	: # written once the delay hook's semantics are known
+	local d i a0 c0 x0 n
+	t_log "c: the queue held full: reads, stat, rename, unlink, fsync," \
+		"kvfsctl sync, remount"
+	fresh c "dirty_limit=256M,$NOCACHE"
+	d=$MNT/q
+	mkdir "$d" || t_fail "c: mkdir"
+	# Each append first sleeps QDELAY_MS: the steps up to the fsync run
+	# while every file is still queued (checked below).
+	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_delay_ms \
+		$QDELAY_MS
+	qstats "$MNT"
+	a0=$Q_APPENDS
+	c0=$Q_COMMITS
+	x0=$Q_CANCELLED
+	for i in $(seq 1 $QFILES); do
+		expect 30 "write: OK" write "$d/f$i" "$(qsize "$i")" $((100 + i))
+	done
+	qstats "$MNT"
+	[ "$Q_FILES" -eq $QFILES ] ||
+		t_fail "c: kvfs_wb_queued_files $Q_FILES after $QFILES closes"
+	for i in $(seq 1 $QFILES); do
+		size "$d/f$i"
+		[ "$OUT" -eq "$(qsize "$i")" ] ||
+			t_fail "c: stat f$i: $OUT bytes (want $(qsize "$i"))"
+		expect 30 "check: match" check "$d/f$i" "$(qsize "$i")" \
+			$((100 + i))
+	done
+	# f8, the last queued, is unlinked; f7 renamed.
+	mv "$d/f7" "$d/r7" || t_fail "c: rename f7"
+	rm "$d/f8" || t_fail "c: unlink f8"
+	expect 30 "check: match" check "$d/r7" "$(qsize 7)" 107
+	expect 10 "check: open ENOENT" check "$d/f7" 1 0
+	expect 10 "check: open ENOENT" check "$d/f8" 1 0
+	qstats "$MNT"
+	[ "$Q_APPENDS" -eq "$a0" ] || t_fail "c: $((Q_APPENDS - a0))" \
+		"appends done before the fsync: the steps above took longer" \
+		"than the ${QDELAY_MS} ms delay, so they did not all see" \
+		"queued files"
+	t_log "c: $QFILES files queued ($Q_FILES outstanding): each read" \
+		"back byte-exact from memory with its size; f7 renamed, f8" \
+		"unlinked"
+	# fsync waits until f6's save is appended and committed.
+	expect 120 "fsync: OK" fsync "$d/f6"
+	qstats "$MNT"
+	{ [ "$Q_APPENDS" -gt "$a0" ] && [ "$Q_COMMITS" -gt "$c0" ]; } ||
+		t_fail "c: fsync of a queued file returned with" \
+			"$((Q_APPENDS - a0)) appends, $((Q_COMMITS - c0))" \
+			"commits since the writes"
+	t_log "c: fsync of f6 returned after $((Q_APPENDS - a0)) appends," \
+		"$((Q_COMMITS - c0)) commits ($Q_FILES files still queued)"
+	bounded 120 "$T_TMP/sync.out" "$KVFSCTL" sync "$MNT" ||
+		t_fail "c: kvfsctl sync: $(cat "$T_TMP/sync.out")"
+	qstats "$MNT"
+	[ "$Q_FILES" -eq 0 ] ||
+		t_fail "c: kvfs_wb_queued_files $Q_FILES after kvfsctl sync"
+	[ "$Q_APPENDS" -eq $((a0 + QFILES - 1)) ] ||
+		t_fail "c: $((Q_APPENDS - a0)) appends for $((QFILES - 1))" \
+			"files (the unlinked one must not be appended)"
+	[ "$Q_CANCELLED" -ge $((x0 + 1)) ] ||
+		t_fail "c: kvfs_wb_cancelled_total did not count f8's unlink"
+	t_log "c: after kvfsctl sync: queue empty, $((Q_APPENDS - a0))" \
+		"appends in $((Q_COMMITS - c0)) commits," \
+		"$((Q_CANCELLED - x0)) cancelled"
+	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_delay_ms 0
+	t_umount "$MNT"
+	t_mount "$DATA" "$MNT" -o "$NOCACHE"
+	for i in $(seq 1 $QFILES); do
+		case $i in
+		7) expect 30 "check: match" check "$d/r7" "$(qsize 7)" 107 ;;
+		8) ;;
+		*)
+			expect 30 "check: match" check "$d/f$i" \
+				"$(qsize "$i")" $((100 + i))
+			;;
+		esac
+	done
+	n=$(find "$d" -mindepth 1 | wc -l)
+	[ "$n" -eq $((QFILES - 1)) ] || {
+		find "$d" >&2
+		t_fail "c: $n names after the remount (want $((QFILES - 1)))"
+	}
+	t_log "c: after a remount every file is byte-exact under its final" \
+		"name; the unlinked one is gone"
+	t_umount "$MNT"
 }
 
 # ---- d: a waiting writer killed ----
@@ -269,7 +374,7 @@ case_kill_waiter() {
 	t_log "d: a writer waiting for budget behind a full queue, killed"
 	fresh d "dirty_limit=16M,$NOCACHE"
 	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_delay_ms \
-		600000
+		$WDELAY_MS
 	# 12 MiB queued (the appends sleep), then 8 MiB more does not fit.
 	for i in 1 2 3; do
 		expect 60 "write: OK" write "$MNT/q$i.bin" $((4 * MiB)) "$i"
@@ -281,15 +386,20 @@ case_kill_waiter() {
 	sleep 2
 	t_alive "$wpid" || t_fail "d: the writer did not wait for budget:" \
 		"$(cat "$T_TMP/w.out")"
-	waits=$(kv_stat "$MNT" dirty_waits_total)
+	kv_need "$MNT" dirty_waits_total
+	waits=$OUT
 	t_log "d: the writer waits (wchan $(cat "/proc/$wpid/wchan" \
-		2>/dev/null), kvfs_dirty_waits_total ${waits:-?}); SIGKILL"
+		2>/dev/null)); SIGKILL"
 	kill -KILL "$wpid"
 	bg_wait "$wpid" 10
 	[ $? -eq 124 ] && {
 		t_dump_daemons
 		t_fail "d: the killed writer is still there 10 s after SIGKILL"
 	}
+	# The wait it was in ended (and is counted once it ends).
+	kv_need "$MNT" dirty_waits_total
+	[ "$OUT" -gt "$waits" ] || t_fail "d: kvfs_dirty_waits_total did not" \
+		"count the interrupted wait ($waits -> $OUT)"
 	# The mount still answers, and the queued files read from memory.
 	size "$MNT/q1.bin"
 	[ "$OUT" -eq $((4 * MiB)) ] || t_fail "d: q1 has $OUT bytes"
