@@ -28,8 +28,10 @@
 #define IDX_MAX_CRCS (200u * 1000u * 1000u)
 
 const char *const idx_rec_sql[IDX_NSTMT] = {
+	/* ctime never goes back: a rename may have come before the save. */
 	[SID_SET_EXTENT] = "UPDATE inodes SET size = ?2, mtime_ns = ?3, "
-			   "ctime_ns = ?3, file_id = ?4, rec_off = ?5, "
+			   "ctime_ns = max(ctime_ns, ?3), file_id = ?4, "
+			   "rec_off = ?5, "
 			   "hdr_len = ?6, rec_len = ?7, crcs = ?8, "
 			   "lru_ns = max(lru_ns, ?3) WHERE ino = ?1",
 	[SID_GET_CRCS] = "SELECT crcs FROM inodes WHERE ino = ?1",

@@ -59,7 +59,7 @@ int node_budget_wait(struct fs *fs, uint64_t need, int (*stop)(void *),
 			rc = -EDQUOT;
 			break;
 		}
-		if (now - start >= FS_DIRTY_WAIT_NS) {
+		if (now - start >= fs->cfg.dirty_wait_ns) {
 			rc = -EDQUOT;
 			break;
 		}

@@ -44,7 +44,7 @@ int node_segs_iov(char *const *segs, uint64_t off, uint64_t len,
 /*
  * Waits, holding no lock, until need more bytes fit in the dirty budget.
  * It waits only while the write-behind queue holds bytes (it drains on
- * its own) and at most FS_DIRTY_WAIT_NS; otherwise, the budget being held
+ * its own) and at most cfg.dirty_wait_ns; otherwise, the budget being held
  * by files still open, -EDQUOT at once. stop(arg) (may be NULL) is asked
  * every 100 ms: non-zero ends the wait with -EINTR.
  */

@@ -125,6 +125,7 @@ struct fs_config {
 	double negative_timeout;
 	uint64_t max_file_size;
 	uint64_t dirty_limit;
+	int64_t dirty_wait_ns; /* longest wait for room: FS_DIRTY_WAIT_NS */
 	unsigned threads;
 	unsigned root_mode;
 	int durable;

@@ -199,6 +199,7 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 	c->durable = o->durable;
 	c->max_file_size = 1ull << 30;
 	c->dirty_limit = 1ull << 30;
+	c->dirty_wait_ns = FS_DIRTY_WAIT_NS;
 	c->root_mode = 0755;
 	if (o->loglevel && log_parse_level(o->loglevel, &c->loglevel) < 0) {
 		fprintf(stderr,

@@ -267,6 +267,30 @@ static void fs_reply_new(fuse_req_t req, struct node *n)
 	fuse_reply_entry(req, &e);
 }
 
+/*
+ * A new regular file is pending in the index until its first save (see
+ * idx_purge_pending): a crash before it removes the file. One that will
+ * be written is saved, empty or not, when closed; one that will not (a
+ * mknod, a read-only create) is saved empty now.
+ */
+static void fs_settle_new(struct fs *fs, struct node *n, int writable)
+{
+	int rc;
+
+	pthread_rwlock_wrlock(&n->rw);
+	if (writable) {
+		n->dirty = 1;
+	} else {
+		rc = idx_set_extent(fs->idx, n->ino, 0, n->attr.mtime_ns, NULL,
+				    NULL, 0, NULL);
+		if (rc < 0)
+			log_warn("inode %llu: cannot save it empty (%s): a "
+				 "crash would remove it",
+				 (unsigned long long)n->ino, strerror(-rc));
+	}
+	pthread_rwlock_unlock(&n->rw);
+}
+
 static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode, dev_t rdev)
 {
@@ -282,6 +306,7 @@ static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fs_reply_err(req, rc);
 		return;
 	}
+	fs_settle_new(fs_of(req), n, 0);
 	fs_reply_new(req, n);
 }
 
@@ -540,6 +565,8 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int rc;
 
 	rc = fs_make(req, parent, name, S_IFREG | (mode & 07777), NULL, &n);
+	if (rc == 0)
+		fs_settle_new(fs, n, (fi->flags & O_ACCMODE) != O_RDONLY);
 	if (rc == -EEXIST && !(fi->flags & O_EXCL)) {
 		/* Lost a race with another creator: open theirs. */
 		rc = idx_lookup(fs->idx, parent, name, &a);

@@ -38,6 +38,7 @@ struct wb_job {
 	struct node *n; /* pinned until the job is done */
 	int64_t mtime_ns;
 	uint64_t charged;    /* budget bytes: the segments */
+	uint64_t reserved;   /* capacity bytes counted as used at the FLUSH */
 	enum wb_state state; /* under wb->lock */
 	int superseded;	     /* a newer save replaced it while queued (lock) */
 	int unlinked;	     /* the file had no name left (writer) */
@@ -74,11 +75,39 @@ static void wb_job_to(struct wb_job **head, struct wb_job **tail,
 	*tail = j;
 }
 
+/*
+ * Room for n's record under the capacity, made at the FLUSH (which then
+ * fails with -ENOSPC, as a synchronous save would) and counted as used
+ * from then on, so that queued saves cannot together pass the capacity.
+ */
+static int wb_reserve(struct fs *fs, struct node *n, uint64_t *span)
+{
+	char *path;
+	int rc;
+
+	*span = 0;
+	if (n->attr.size == 0 || !fs->up.make_room)
+		return 0;
+	path = node_path(fs, n);
+	if (!path)
+		return -ENOMEM;
+	*span = store_hdr_len(n->attr.size, strlen(path)) +
+		kv_align_up(n->attr.size);
+	free(path);
+	rc = fs->up.make_room(fs->up.ctx, *span);
+	if (rc < 0)
+		*span = 0;
+	else if (fs->up.used)
+		fs->up.used(fs->up.ctx, (int64_t)*span);
+	return rc;
+}
+
 int wb_save_locked(struct fs *fs, struct node *n)
 {
 	struct wb *wb = fs->wb;
 	struct wb_job *j;
-	uint64_t size = n->attr.size, queued;
+	uint64_t size = n->attr.size, queued, span;
+	int rc;
 
 	if (!n->dirty)
 		return 0;
@@ -87,6 +116,12 @@ int wb_save_locked(struct fs *fs, struct node *n)
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
+	rc = wb_reserve(fs, n, &span);
+	if (rc < 0) {
+		free(j);
+		return rc;
+	}
+	j->reserved = span;
 	/* Records end on a KV_ALIGN boundary: zero the padding. */
 	if (size > 0)
 		node_zero(n, size, kv_align_up(size) - size);
@@ -110,6 +145,8 @@ int wb_save_locked(struct fs *fs, struct node *n)
 		n->dirty = 1;
 		atomic_fetch_sub(&n->wb_jobs, 1);
 		node_put(fs, n, 0, 0, 1);
+		if (span && fs->up.used)
+			fs->up.used(fs->up.ctx, -(int64_t)span);
 		free(j);
 		return node_flush_locked(fs, n);
 	}
@@ -160,7 +197,7 @@ static struct wb_job *wb_pick(struct wb *wb)
 static void wb_append(struct fs *fs, struct wb *wb, struct wb_job *j)
 {
 	struct node *n = j->n;
-	uint64_t size = j->b.size, span;
+	uint64_t size = j->b.size;
 	struct iovec *iov = NULL;
 	char *path = NULL;
 	int rc, cnt;
@@ -185,15 +222,10 @@ static void wb_append(struct fs *fs, struct wb *wb, struct wb_job *j)
 		rc = -ENOMEM;
 		goto out;
 	}
-	span = store_hdr_len(size, strlen(path)) + kv_align_up(size);
-	rc = fs->up.make_room ? fs->up.make_room(fs->up.ctx, span) : 0;
-	if (rc < 0)
-		goto out;
+	/* Room was made at the FLUSH (wb_reserve). */
 	cnt = node_segs_iov(j->b.segs, 0, kv_align_up(size), iov);
 	rc = store_append_iov(fs->store, n->ino, path, iov, cnt, size, j->crcs,
 			      &j->ext);
-	if (rc == 0 && fs->up.used)
-		fs->up.used(fs->up.ctx, (int64_t)kv_extent_span(&j->ext));
 out:
 	if (rc < 0)
 		log_warn("cannot save %s (inode %llu, %llu bytes): %s; it "
@@ -316,6 +348,12 @@ static void wb_finish(struct fs *fs, struct wb *wb, struct wb_job *j,
 		if (j->ext.file_id && atomic_load(&n->name_gen) != j->name_gen)
 			wb_name_record(fs, n);
 	}
+	/* The reservation becomes the record's real size, or goes. */
+	if (fs->up.used)
+		fs->up.used(fs->up.ctx,
+			    (j->ext.file_id ? (int64_t)kv_extent_span(&j->ext)
+					    : 0) -
+				    (int64_t)j->reserved);
 	node_segs_release(fs, j->b.segs, j->b.nsegs);
 	free(j->b.segs);
 	free(j->crcs);
