@@ -383,9 +383,18 @@ case_kill_waiter() {
 	[ "$OUT" -ge 1 ] || t_fail "d: nothing queued with the delay hook set"
 	bg "$T_TMP/w.out" "$WB" write "$MNT/w.bin" $((8 * MiB)) 9
 	wpid=$BG
-	sleep 2
+	# Its first 4 MiB fill the budget; the next WRITE waits for room.
+	for _ in $(seq 600); do
+		[ "$(kv_stat "$MNT" dirty_bytes)" -ge $((16 * MiB)) ] && break
+		t_alive "$wpid" || break
+		sleep 0.1
+	done
+	sleep 1
 	t_alive "$wpid" || t_fail "d: the writer did not wait for budget:" \
 		"$(cat "$T_TMP/w.out")"
+	kv_need "$MNT" dirty_bytes
+	[ "$OUT" -ge $((16 * MiB)) ] ||
+		t_fail "d: the writer has not filled the budget in 60 s ($OUT)"
 	kv_need "$MNT" dirty_waits_total
 	waits=$OUT
 	t_log "d: the writer waits (wchan $(cat "/proc/$wpid/wchan" \
