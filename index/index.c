@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The index's connection: opening and closing the SQLite database (WAL
- * mode, synchronous=NORMAL, busy_timeout 5 s), the one mutex that
+ * mode, synchronous=NORMAL, a 64 MiB page cache, retries of a busy
+ * database every 250 us for 5 s), the one mutex that
  * serialises its use, the mapping of SQLite result codes to -errno, the
  * statement and transaction helpers the other files share (index_int.h),
  * the WAL checkpointer thread, idx_sync() and idx_set_durable(). It does
@@ -41,10 +42,21 @@
 #define IDX_BUSY_TIMEOUT_MS 5000
 /* WAL pages after which the checkpointer copies the log back. */
 #define IDX_CK_FRAMES 1000
-/* WAL pages after which the checkpointer makes the log start over. */
-#define IDX_CK_RESTART 8000
-/* Size the WAL file is cut back to once it starts over (bytes). */
-#define IDX_WAL_LIMIT "67108864"
+/*
+ * WAL pages after which the checkpointer makes the log start over, even
+ * though that blocks writers (see idx_checkpointer): 256 MiB.
+ */
+#define IDX_CK_MAX 65536
+/* SQLite's page cache per connection, in KiB (negative: a size). */
+#define IDX_CACHE_KIB "-65536"
+/*
+ * Size the WAL file is cut back to once it starts over (bytes): none, so
+ * that new frames are appended, never written over old ones. A frame is
+ * 24 bytes more than a page, so writing over an old WAL whose pages the
+ * kernel evicted reads them back from disk first, under the index lock
+ * (measured: 2 MiB stores at half speed after a page-cache drop).
+ */
+#define IDX_WAL_LIMIT "0"
 
 const char *const idx_txn_sql[IDX_NSTMT] = {
 	[SID_BEGIN] = "BEGIN",
@@ -75,6 +87,21 @@ void idx_unlock(struct idx *idx)
 
 	assert(rc == 0);
 	(void)rc;
+}
+
+/*
+ * The busy handler of the main connection: retries every 250 us for up to
+ * IDX_BUSY_TIMEOUT_MS. SQLite's own (busy_timeout) sleeps 50 and 100 ms at
+ * a time after its first few tries, which a checkpoint holding the writer
+ * lock for a few ms turned into 50-100 ms stalls of requests.
+ */
+static int idx_busy(void *arg, int tries)
+{
+	(void)arg;
+	if (tries >= IDX_BUSY_TIMEOUT_MS * 4)
+		return 0;
+	usleep(250);
+	return 1;
 }
 
 /* Refines an SQLite I/O or open failure by the errno behind it. */
@@ -380,7 +407,14 @@ int idx_set_pragmas(struct idx *idx)
 	sqlite3_finalize(st);
 	if (rc)
 		return rc;
-	return idx_exec(idx, "PRAGMA synchronous = NORMAL");
+	rc = idx_exec(idx, "PRAGMA synchronous = NORMAL");
+	/*
+	 * Hot index pages stay in the process, not only in the kernel's page
+	 * cache, which a serving host's other I/O keeps evicting.
+	 */
+	if (rc == 0)
+		rc = idx_exec(idx, "PRAGMA cache_size = " IDX_CACHE_KIB);
+	return rc;
 }
 
 /* The text of statement sid: the one entry it has in idx_sql_tables. */
@@ -473,7 +507,7 @@ static int idx_open_db(struct idx *idx, uint32_t root_mode, uint32_t root_uid,
 			strerror(-rc));
 		return rc;
 	}
-	sqlite3_busy_timeout(idx->db, IDX_BUSY_TIMEOUT_MS);
+	sqlite3_busy_handler(idx->db, idx_busy, NULL);
 
 	rc = idx_format_db(idx, root_mode, root_uid, root_gid);
 	if (rc)
@@ -597,18 +631,22 @@ static void *idx_checkpointer(void *arg)
 		idx->ck_frames = 0;
 		pthread_mutex_unlock(&idx->ck_lock);
 		/*
-		 * PASSIVE never blocks writers, but under a steady stream of
-		 * commits it never catches up and the log only grows; past
-		 * IDX_CK_RESTART frames, RESTART waits for the writer once
-		 * so the next commit starts the log over.
+		 * PASSIVE never blocks writers. Under a steady stream of
+		 * commits it never quite catches up, and the log starts over
+		 * only in a pause, so it grows (to 80 MB under 4 GiB of 2 MiB
+		 * stores here). RESTART makes it start over but blocks the
+		 * writers while it waits and copies: 50-90 ms stalls of
+		 * CREATE and RENAME, even right after a PASSIVE caught up
+		 * (p99 of a 2 MiB store 42-60 ms with it, 13-15 ms without).
+		 * So only past IDX_CK_MAX, to bound the log.
 		 */
 		pthread_mutex_lock(&idx->ck_run);
 		rc = sqlite3_wal_checkpoint_v2(
-			db, NULL,
-			idx->ck_frames_last >= IDX_CK_RESTART
-				? SQLITE_CHECKPOINT_RESTART
-				: SQLITE_CHECKPOINT_PASSIVE,
-			&nlog, &ndone);
+			db, NULL, SQLITE_CHECKPOINT_PASSIVE, &nlog, &ndone);
+		if (rc == SQLITE_OK && nlog >= IDX_CK_MAX)
+			rc = sqlite3_wal_checkpoint_v2(
+				db, NULL, SQLITE_CHECKPOINT_RESTART, &nlog,
+				&ndone);
 		pthread_mutex_unlock(&idx->ck_run);
 		if (rc == SQLITE_BUSY) {
 			/* A reader or the writer held on: next tick. */
@@ -618,8 +656,6 @@ static void *idx_checkpointer(void *arg)
 		} else if (nlog < 0) {
 			log_warn("%s: checkpoint found no write-ahead log",
 				 idx->path);
-		} else {
-			idx->ck_frames_last = nlog;
 		}
 		pthread_mutex_lock(&idx->ck_lock);
 	}

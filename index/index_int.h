@@ -136,7 +136,6 @@ struct idx {
 	int ck_running; /* written before the thread starts / after it ends */
 	int ck_stop;	/* protected by ck_lock */
 	int ck_frames; /* WAL frames at the last commit, protected by ck_lock */
-	int ck_frames_last; /* log the last checkpoint saw; its thread only */
 };
 
 /* ---- index.c: the lock, errors, statements, transactions ---- */

@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,6 +26,8 @@
 #include "notify.h"
 #include "wb.h"
 
+/* Writers' nice value, relative to the daemon's handlers at 0. */
+#define WB_NICE 5
 /* Most saves committed in one index transaction. */
 #define WB_BATCH 256
 /* Slices in which waiters look for an interrupt (ns). */
@@ -243,6 +246,14 @@ static void *wb_writer(void *arg)
 {
 	struct wb *wb = arg;
 	struct wb_job *j;
+
+	/*
+	 * Below the request handlers: on a busy host the CPU goes first to
+	 * answering the engine, the queue absorbs the difference.
+	 */
+	if (setpriority(PRIO_PROCESS, (id_t)gettid(), WB_NICE) < 0)
+		log_debug("cannot lower the writer's priority: %s",
+			  strerror(errno));
 
 	pthread_mutex_lock(&wb->lock);
 	for (;;) {

@@ -1,0 +1,438 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Write-behind and its memory budget (kvfs(8), issue 12), on real mounts:
+#   a. the budget held by a file that is still open: with -o dirty_limit=64M
+#      one process writes 64 MiB to A and keeps it open; a 4 KiB write to B
+#      then fails with EDQUOT instead of hanging, stat and reads of A and B
+#      answer meanwhile, the daemon logs a line naming dirty_limit, and once
+#      A is closed the write to B works and both read back byte-exact;
+#   b. fallocate(2): posix_fallocate of 2 GiB on a new file fails with EFBIG
+#      (no zeros written by glibc) and leaves no memory charged
+#      (kvfs_dirty_bytes back to 0); mode 0 extends with zeros and
+#      FALLOC_FL_KEEP_SIZE returns 0 and changes nothing, exactly as on a
+#      plain directory; PUNCH_HOLE is EOPNOTSUPP;
+#   c. (fault injection) the write-behind queue held full by the
+#      user.kvfs.fault.wb_delay_ms hook: closed files read back byte-exact
+#      from memory and stat shows their size; renaming one and unlinking
+#      another work (the unlink cancels its append); fsync of a queued file
+#      waits until it is committed; kvfsctl sync empties the queue; after a
+#      remount every remaining file is byte-exact under its final name and
+#      the unlinked one is gone;
+#   d. (fault injection) a writer waiting for budget behind a full queue
+#      is killed with SIGKILL: it is gone within 10 s and the mount still
+#      answers.
+# Every client call runs in the background with a bound: a call still
+# running after it is a hang, which fails the test (the daemons' threads go
+# to $T_TMP/daemon.threads).
+#
+# Environment: as lib.sh, plus WB_CLIENT (tests/mount/wb_client), KVFSCTL
+# and KVFS_FAULT_INJECTION (1: cases c and d run; otherwise they are
+# skipped with a log line).
+# shellcheck disable=SC2034 # read by lib.sh
+T_NEEDS="WB_CLIENT KVFSCTL"
+. "$(dirname "$0")/lib.sh"
+
+WB=$WB_CLIENT
+MiB=$((1024 * 1024))
+NOCACHE=entry_timeout=0,attr_timeout=0,negative_timeout=0
+QFILES=8         # case c: files queued, twice the daemon's 4 appenders
+QDELAY_MS=15000  # case c: each append sleeps this long first
+WDELAY_MS=30000  # case d: the same, while a writer waits
+BG=
+BG_PIDS=()
+OUT=
+
+# Clients still running at the end (hung in the filesystem) go once the
+# daemons are gone, which ends their requests.
+wb_reap() {
+	local p
+	for p in "${BG_PIDS[@]}"; do
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+}
+
+# bg OUT CMD...: CMD in the background, stdout and stderr to OUT; pid in BG.
+bg() {
+	local out=$1
+	shift
+	"$@" >"$out" 2>&1 &
+	BG=$!
+	BG_PIDS+=("$BG")
+}
+
+# bg_wait PID SECS: waits up to SECS for PID; returns its exit status, or
+# 124 when it is still running.
+bg_wait() {
+	local pid=$1 limit=$2 i=0
+	while t_alive "$pid"; do
+		i=$((i + 1))
+		[ "$i" -gt $((limit * 10)) ] && return 124
+		sleep 0.1
+	done
+	# (bash would print "Killed" for a job ended by SIGKILL)
+	{ wait "$pid"; } 2>/dev/null
+}
+
+# bounded SECS OUT CMD...: CMD with a bound; a hang fails the test.
+bounded() {
+	local limit=$1 out=$2 rc
+	shift 2
+	bg "$out" "$@"
+	bg_wait "$BG" "$limit"
+	rc=$?
+	if [ "$rc" -eq 124 ]; then
+		t_show "$out" 20
+		t_dump_daemons
+		t_fail "hang: '$*' still running after $limit s"
+	fi
+	return "$rc"
+}
+
+# wb SECS ARGS...: the client, bounded; its output in OUT.
+wb() {
+	local limit=$1 rc
+	shift
+	bounded "$limit" "$T_TMP/wb.out" "$WB" "$@"
+	rc=$?
+	OUT=$(cat "$T_TMP/wb.out")
+	[ "$rc" -le 1 ] || t_fail "wb_client $*: exit $rc: $OUT"
+}
+
+# expect SECS WANT ARGS...: the client's output must be WANT.
+expect() {
+	local limit=$1 want=$2
+	shift 2
+	wb "$limit" "$@"
+	[ "$OUT" = "$want" ] || t_fail "wb_client $*: '$OUT' (want '$want')"
+}
+
+# size PATH: st_size by stat(2), bounded; in OUT.
+size() {
+	bounded 10 "$T_TMP/stat.out" stat -c %s "$1" ||
+		t_fail "stat $1: $(cat "$T_TMP/stat.out")"
+	OUT=$(cat "$T_TMP/stat.out")
+}
+
+# kv_stat MNT NAME: a metric of MNT's daemon (empty when it has none).
+kv_stat() {
+	awk -v k="kvfs_$2" '$1 == k { print $2 }' "$1/.kvfs/stats"
+}
+
+# kv_need MNT NAME: the metric, which must exist; in OUT.
+kv_need() {
+	OUT=$(kv_stat "$1" "$2")
+	[ -n "$OUT" ] || t_fail "the daemon exports no kvfs_$2"
+}
+
+# nlines FILE REGEX: how many lines of FILE match.
+nlines() {
+	grep -c -E "$2" "$1"
+}
+
+# fresh TAG OPTS: a new data directory mounted with OPTS; sets DATA, MNT.
+fresh() {
+	DATA=$(t_plain_dir "data-$1")
+	MNT=$(t_plain_dir "mnt-$1")
+	t_mount "$DATA" "$MNT" -o "$2"
+}
+
+# ---- a: the budget held by an open file ----
+case_open_budget() {
+	local a b hpid bpid log nlog
+	t_log "a: 64 MiB held open under dirty_limit=64M, then 4 KiB to" \
+		"another file"
+	fresh a "dirty_limit=64M,$NOCACHE"
+	log=${T_LOG[$MNT]}
+	a=$MNT/a.bin
+	b=$MNT/b.bin
+	bg "$T_TMP/hold.out" "$WB" hold "$a" $((64 * MiB)) 1
+	hpid=$BG
+	for _ in $(seq 1200); do
+		grep -q '^hold: ' "$T_TMP/hold.out" && break
+		t_alive "$hpid" || break
+		sleep 0.1
+	done
+	[ "$(cat "$T_TMP/hold.out")" = "hold: wrote $((64 * MiB))" ] || {
+		t_show "$T_TMP/hold.out"
+		t_fail "a: writing 64 MiB to A did not finish in 120 s"
+	}
+	kv_need "$MNT" dirty_bytes
+	t_log "a: A holds 64 MiB, open; kvfs_dirty_bytes $OUT"
+	nlog=$(nlines "$log" dirty_limit)
+	bg "$T_TMP/b.out" "$WB" write "$b" 4096 2
+	bpid=$BG
+	# Give the write time to reach the daemon (and, on a daemon with the
+	# bug, to wait there holding B), then stat and read both files.
+	sleep 1
+	size "$b"
+	bounded 10 "$T_TMP/catb.out" cat "$b" || t_fail "a: cat B failed"
+	size "$a"
+	[ "$OUT" -eq $((64 * MiB)) ] || t_fail "a: stat A shows $OUT bytes"
+	expect 60 "check: match" check "$a" $((64 * MiB)) 1
+	bg_wait "$bpid" 50
+	case $? in
+	0) ;;
+	124)
+		t_dump_daemons
+		t_fail "a: the 4 KiB write to B still waits after 50 s" \
+			"(the budget is held by an open file: it must fail)"
+		;;
+	*) t_fail "a: wb_client write exited with an error" ;;
+	esac
+	[ "$(cat "$T_TMP/b.out")" = "write: write EDQUOT" ] ||
+		t_fail "a: write to B: '$(cat "$T_TMP/b.out")' (want EDQUOT)"
+	[ "$(nlines "$log" dirty_limit)" -gt "$nlog" ] || {
+		t_show "$log" 20
+		t_fail "a: the daemon logged no line naming dirty_limit"
+	}
+	t_log "a: write to B: EDQUOT; log: $(grep dirty_limit "$log" |
+		tail -n 1)"
+	size "$b"
+	[ "$OUT" -eq 0 ] || t_fail "a: B has $OUT bytes after the failed write"
+	refused=$(kv_stat "$MNT" dirty_refused_total)
+	[ "${refused:-0}" -ge 1 ] || t_fail "a: kvfs_dirty_refused_total" \
+		"is '${refused}' after the refusal"
+	# A closed: its bytes drain on their own, and B can be written.
+	kill -USR1 "$hpid"
+	bg_wait "$hpid" 120 || t_fail "a: closing A did not finish in 120 s"
+	grep -q '^hold: close OK$' "$T_TMP/hold.out" ||
+		t_fail "a: close A: $(cat "$T_TMP/hold.out")"
+	expect 90 "write: OK" write "$b" 4096 2
+	expect 30 "check: match" check "$b" 4096 2
+	expect 60 "check: match" check "$a" $((64 * MiB)) 1
+	t_log "a: after A's close B was written; both read back byte-exact"
+	t_umount "$MNT"
+}
+
+# ---- b: fallocate ----
+# falloc_seq DIR TRANSCRIPT: the calls compared with a plain directory.
+falloc_seq() {
+	local d=$1 tr=$2 f
+	{
+		wb 30 write "$d/f1" 1000 3
+		echo "$OUT"
+		wb 30 falloc "$d/f1" 0 0 $MiB
+		echo "grow f1 to 1 MiB: $OUT"
+		wb 30 falloc "$d/f1" 0 100 100
+		echo "inside f1: $OUT"
+		wb 30 falloc "$d/f1" 0 $((2 * MiB)) 4096
+		echo "past f1's end: $OUT"
+		wb 30 falloc "$d/f2" keep 0 $MiB
+		echo "keep_size on a new f2: $OUT"
+		wb 30 falloc "$d/f1" keep 0 $((4 * MiB))
+		echo "keep_size on f1: $OUT"
+		wb 30 falloc "$d/f3" 0 0 $MiB
+		echo "new f3: $OUT"
+		for f in f1 f2 f3; do
+			bounded 30 "$T_TMP/sum.out" sha256sum "$d/$f" ||
+				t_fail "sha256sum $d/$f"
+			size "$d/$f"
+			echo "$f: size $OUT sha256 $(cut -c1-64 "$T_TMP/sum.out")"
+		done
+	} >"$tr"
+}
+
+case_fallocate() {
+	local ref
+	t_log "b: fallocate"
+	fresh b "$NOCACHE"
+	# posix_fallocate past max_file_size (1G by default): glibc falls back
+	# to writing zeros when fallocate is missing; it must not get there.
+	wb 60 falloc "$MNT/big" posix 0 $((2048 * MiB))
+	[ "$OUT" = "falloc: EFBIG size 0 close OK" ] ||
+		t_fail "b: posix_fallocate of 2 GiB: '$OUT' (want EFBIG)"
+	for _ in $(seq 100); do
+		[ "$(kv_stat "$MNT" dirty_bytes)" = 0 ] && break
+		sleep 0.1
+	done
+	kv_need "$MNT" dirty_bytes
+	[ "$OUT" -eq 0 ] ||
+		t_fail "b: kvfs_dirty_bytes $OUT after the refused fallocate"
+	size "$MNT/big"
+	[ "$OUT" -eq 0 ] || t_fail "b: big has $OUT bytes"
+	t_log "b: posix_fallocate of 2 GiB: EFBIG, nothing charged"
+	ref=$(t_plain_dir ref-b)
+	falloc_seq "$ref" "$T_TMP/falloc.ref"
+	falloc_seq "$MNT" "$T_TMP/falloc.kvfs"
+	t_expect_none "$T_TMP/falloc.ref" 'E[A-Z]+' "b: fallocate calls"
+	t_compare fallocate "$T_TMP/falloc.ref" "$T_TMP/falloc.kvfs"
+	expect 30 "falloc: EOPNOTSUPP size $((2 * MiB + 4096)) close OK" \
+		falloc "$MNT/f1" punch 0 4096
+	t_umount "$MNT"
+}
+
+# ---- c: the queue held full ----
+# File i of case c: its size (odd sizes, none a multiple of a page).
+qsize() {
+	echo $((MiB / 2 + $1 * 40961))
+}
+
+# qstats MNT: the write-behind counters in Q_APPENDS, Q_COMMITS, Q_CANCELLED
+# and Q_FILES.
+qstats() {
+	kv_need "$1" wb_appends_total
+	Q_APPENDS=$OUT
+	kv_need "$1" wb_commits_total
+	Q_COMMITS=$OUT
+	kv_need "$1" wb_cancelled_total
+	Q_CANCELLED=$OUT
+	kv_need "$1" wb_queued_files
+	Q_FILES=$OUT
+}
+
+case_queue() {
+	local d i a0 c0 x0 n
+	t_log "c: the queue held full: reads, stat, rename, unlink, fsync," \
+		"kvfsctl sync, remount"
+	fresh c "dirty_limit=256M,$NOCACHE"
+	d=$MNT/q
+	mkdir "$d" || t_fail "c: mkdir"
+	# Each append first sleeps QDELAY_MS: the steps up to the fsync run
+	# while every file is still queued (checked below).
+	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_delay_ms \
+		$QDELAY_MS
+	qstats "$MNT"
+	a0=$Q_APPENDS
+	c0=$Q_COMMITS
+	x0=$Q_CANCELLED
+	for i in $(seq 1 $QFILES); do
+		expect 30 "write: OK" write "$d/f$i" "$(qsize "$i")" $((100 + i))
+	done
+	qstats "$MNT"
+	[ "$Q_FILES" -eq $QFILES ] ||
+		t_fail "c: kvfs_wb_queued_files $Q_FILES after $QFILES closes"
+	for i in $(seq 1 $QFILES); do
+		size "$d/f$i"
+		[ "$OUT" -eq "$(qsize "$i")" ] ||
+			t_fail "c: stat f$i: $OUT bytes (want $(qsize "$i"))"
+		expect 30 "check: match" check "$d/f$i" "$(qsize "$i")" \
+			$((100 + i))
+	done
+	# f8, the last queued, is unlinked; f7 renamed.
+	mv "$d/f7" "$d/r7" || t_fail "c: rename f7"
+	rm "$d/f8" || t_fail "c: unlink f8"
+	expect 30 "check: match" check "$d/r7" "$(qsize 7)" 107
+	expect 10 "check: open ENOENT" check "$d/f7" 1 0
+	expect 10 "check: open ENOENT" check "$d/f8" 1 0
+	qstats "$MNT"
+	[ "$Q_APPENDS" -eq "$a0" ] || t_fail "c: $((Q_APPENDS - a0))" \
+		"appends done before the fsync: the steps above took longer" \
+		"than the ${QDELAY_MS} ms delay, so they did not all see" \
+		"queued files"
+	t_log "c: $QFILES files queued ($Q_FILES outstanding): each read" \
+		"back byte-exact from memory with its size; f7 renamed, f8" \
+		"unlinked"
+	# fsync waits until f6's save is appended and committed.
+	expect 120 "fsync: OK" fsync "$d/f6"
+	qstats "$MNT"
+	{ [ "$Q_APPENDS" -gt "$a0" ] && [ "$Q_COMMITS" -gt "$c0" ]; } ||
+		t_fail "c: fsync of a queued file returned with" \
+			"$((Q_APPENDS - a0)) appends, $((Q_COMMITS - c0))" \
+			"commits since the writes"
+	t_log "c: fsync of f6 returned after $((Q_APPENDS - a0)) appends," \
+		"$((Q_COMMITS - c0)) commits ($Q_FILES files still queued)"
+	bounded 120 "$T_TMP/sync.out" "$KVFSCTL" sync "$MNT" ||
+		t_fail "c: kvfsctl sync: $(cat "$T_TMP/sync.out")"
+	qstats "$MNT"
+	[ "$Q_FILES" -eq 0 ] ||
+		t_fail "c: kvfs_wb_queued_files $Q_FILES after kvfsctl sync"
+	[ "$Q_APPENDS" -eq $((a0 + QFILES - 1)) ] ||
+		t_fail "c: $((Q_APPENDS - a0)) appends for $((QFILES - 1))" \
+			"files (the unlinked one must not be appended)"
+	[ "$Q_CANCELLED" -ge $((x0 + 1)) ] ||
+		t_fail "c: kvfs_wb_cancelled_total did not count f8's unlink"
+	t_log "c: after kvfsctl sync: queue empty, $((Q_APPENDS - a0))" \
+		"appends in $((Q_COMMITS - c0)) commits," \
+		"$((Q_CANCELLED - x0)) cancelled"
+	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_delay_ms 0
+	t_umount "$MNT"
+	t_mount "$DATA" "$MNT" -o "$NOCACHE"
+	for i in $(seq 1 $QFILES); do
+		case $i in
+		7) expect 30 "check: match" check "$d/r7" "$(qsize 7)" 107 ;;
+		8) ;;
+		*)
+			expect 30 "check: match" check "$d/f$i" \
+				"$(qsize "$i")" $((100 + i))
+			;;
+		esac
+	done
+	n=$(find "$d" -mindepth 1 | wc -l)
+	[ "$n" -eq $((QFILES - 1)) ] || {
+		find "$d" >&2
+		t_fail "c: $n names after the remount (want $((QFILES - 1)))"
+	}
+	t_log "c: after a remount every file is byte-exact under its final" \
+		"name; the unlinked one is gone"
+	t_umount "$MNT"
+}
+
+# ---- d: a waiting writer killed ----
+case_kill_waiter() {
+	local i wpid waits
+	t_log "d: a writer waiting for budget behind a full queue, killed"
+	fresh d "dirty_limit=16M,$NOCACHE"
+	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_delay_ms \
+		$WDELAY_MS
+	# 12 MiB queued (the appends sleep), then 8 MiB more does not fit.
+	for i in 1 2 3; do
+		expect 60 "write: OK" write "$MNT/q$i.bin" $((4 * MiB)) "$i"
+	done
+	kv_need "$MNT" wb_queued_files
+	[ "$OUT" -ge 1 ] || t_fail "d: nothing queued with the delay hook set"
+	bg "$T_TMP/w.out" "$WB" write "$MNT/w.bin" $((8 * MiB)) 9
+	wpid=$BG
+	# Its first 4 MiB fill the budget; the next WRITE waits for room.
+	for _ in $(seq 600); do
+		[ "$(kv_stat "$MNT" dirty_bytes)" -ge $((16 * MiB)) ] && break
+		t_alive "$wpid" || break
+		sleep 0.1
+	done
+	sleep 1
+	t_alive "$wpid" || t_fail "d: the writer did not wait for budget:" \
+		"$(cat "$T_TMP/w.out")"
+	kv_need "$MNT" dirty_bytes
+	[ "$OUT" -ge $((16 * MiB)) ] ||
+		t_fail "d: the writer has not filled the budget in 60 s ($OUT)"
+	kv_need "$MNT" dirty_waits_total
+	waits=$OUT
+	t_log "d: the writer waits (wchan $(cat "/proc/$wpid/wchan" \
+		2>/dev/null)); SIGKILL"
+	kill -KILL "$wpid"
+	bg_wait "$wpid" 10
+	[ $? -eq 124 ] && {
+		t_dump_daemons
+		t_fail "d: the killed writer is still there 10 s after SIGKILL"
+	}
+	# The wait it was in ended (and is counted once it ends).
+	kv_need "$MNT" dirty_waits_total
+	[ "$OUT" -gt "$waits" ] || t_fail "d: kvfs_dirty_waits_total did not" \
+		"count the interrupted wait ($waits -> $OUT)"
+	# The mount still answers, and the queued files read from memory.
+	size "$MNT/q1.bin"
+	[ "$OUT" -eq $((4 * MiB)) ] || t_fail "d: q1 has $OUT bytes"
+	expect 30 "check: match" check "$MNT/q2.bin" $((4 * MiB)) 2
+	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_delay_ms 0
+	bounded 120 "$T_TMP/sync.out" "$KVFSCTL" sync "$MNT" ||
+		t_fail "d: kvfsctl sync: $(cat "$T_TMP/sync.out")"
+	for i in 1 2 3; do
+		expect 30 "check: match" check "$MNT/q$i.bin" $((4 * MiB)) "$i"
+	done
+	t_log "d: the killed writer was gone at once; the mount answers"
+	t_umount "$MNT"
+}
+
+t_init
+T_CLEANUP_HOOKS+=(wb_reap)
+[ "$T_MODE" = mount ] || t_finish
+case_open_budget
+case_fallocate
+if [ "${KVFS_FAULT_INJECTION:-0}" = 1 ]; then
+	case_queue
+	case_kill_waiter
+else
+	t_log "c, d: skipped (the daemon has no fault injection:" \
+		"KVFS_FAULT_INJECTION=${KVFS_FAULT_INJECTION:-unset})"
+fi
+t_finish
