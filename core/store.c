@@ -414,8 +414,7 @@ static struct store_lane *store_lane_of_thread(struct store *st)
 	return &st->lanes[store_my_lane % st->nlanes];
 }
 
-/* -ENOSPC when span more bytes would leave less than the reserve free. */
-static int store_check_space(struct store *st, uint64_t span)
+int store_check_space(struct store *st, uint64_t span)
 {
 	struct statvfs sv;
 

@@ -117,6 +117,13 @@ int store_read(struct store *st, const struct kv_extent *ext,
 int store_free(struct store *st, const struct kv_extent *ext,
 	       uint64_t file_refs);
 
+/*
+ * -ENOSPC (counted as a refused append) when span more bytes would leave
+ * less than the reserve free on the backing filesystem; 0 otherwise, also
+ * when it cannot tell.
+ */
+int store_check_space(struct store *st, uint64_t span);
+
 /* Makes every appended record durable (fdatasync of the active files). */
 int store_sync(struct store *st);
 

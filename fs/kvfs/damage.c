@@ -141,6 +141,8 @@ int fs_fault_read(struct fs *fs, uint64_t ino)
  *   ms first.
  * - "user.kvfs.fault.wb_delay_ms" = N on any inode: each write-behind
  *   append sleeps N ms first (keeps the queue full).
+ * - "user.kvfs.fault.wb_error" = ERRNO on any inode: each write-behind
+ *   append fails with it (0 stops).
  * Returns 1 when name was a hook (rc in *rc), 0 otherwise.
  */
 int fs_fault_setxattr(struct fs *fs, uint64_t ino, const char *name,
@@ -163,6 +165,8 @@ int fs_fault_setxattr(struct fs *fs, uint64_t ino, const char *name,
 		atomic_store(&fs->fault_probe_delay_ms, (unsigned)v);
 	} else if (strcmp(name, "user.kvfs.fault.wb_delay_ms") == 0) {
 		atomic_store(&fs->fault_wb_delay_ms, (unsigned)v);
+	} else if (strcmp(name, "user.kvfs.fault.wb_error") == 0) {
+		atomic_store(&fs->fault_wb_error, (int)v);
 	} else if (strcmp(name, "user.kvfs.fault.read") == 0) {
 		size_t i;
 

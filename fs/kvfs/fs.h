@@ -211,6 +211,7 @@ struct fs {
 	size_t nfaults;
 	atomic_uint fault_probe_delay_ms;
 	atomic_uint fault_wb_delay_ms;
+	atomic_int fault_wb_error; /* write-behind appends fail with -this */
 #endif
 };
 

@@ -42,6 +42,7 @@ struct wb_job {
 	int64_t mtime_ns;
 	uint64_t charged;    /* budget bytes: the segments */
 	uint64_t reserved;   /* capacity bytes counted as used at the FLUSH */
+	uint64_t span;	     /* disk bytes its record will take */
 	enum wb_state state; /* under wb->lock */
 	int superseded;	     /* a newer save replaced it while queued (lock) */
 	int unlinked;	     /* the file had no name left (writer) */
@@ -60,6 +61,7 @@ struct wb {
 	struct wb_job *qhead, *qtail; /* queued, in FLUSH order */
 	struct wb_job *lhead, *ltail; /* landed, to commit in order */
 	uint64_t outstanding;	      /* queued, running or landed */
+	atomic_uint_fast64_t span;    /* disk bytes their records will take */
 	int stop;
 	unsigned nwriters;
 	pthread_t *writers;
@@ -79,37 +81,55 @@ static void wb_job_to(struct wb_job **head, struct wb_job **tail,
 }
 
 /*
- * Room for n's record under the capacity, made at the FLUSH (which then
- * fails with -ENOSPC, as a synchronous save would) and counted as used
- * from then on, so that queued saves cannot together pass the capacity.
+ * Room for job j's record, made at the FLUSH, which fails with -ENOSPC as
+ * a synchronous save would: on the disk, counting the records still
+ * queued, and under the capacity (evicting if it must), where it is
+ * counted as used from then on, so that queued saves cannot together pass
+ * either. wb_unreserve() gives back what the record did not take.
  */
-static int wb_reserve(struct fs *fs, struct node *n, uint64_t *span)
+static int wb_reserve(struct fs *fs, struct wb *wb, struct node *n,
+		      struct wb_job *j)
 {
+	uint64_t span;
 	char *path;
 	int rc;
 
-	*span = 0;
-	if (n->attr.size == 0 || !fs->up.make_room)
+	if (n->attr.size == 0)
 		return 0;
 	path = node_path(fs, n);
 	if (!path)
 		return -ENOMEM;
-	*span = store_hdr_len(n->attr.size, strlen(path)) +
-		kv_align_up(n->attr.size);
+	span = store_hdr_len(n->attr.size, strlen(path)) +
+	       kv_align_up(n->attr.size);
 	free(path);
-	rc = fs->up.make_room(fs->up.ctx, *span);
+	rc = store_check_space(fs->store, atomic_load(&wb->span) + span);
+	if (rc == 0 && fs->up.make_room)
+		rc = fs->up.make_room(fs->up.ctx, span);
 	if (rc < 0)
-		*span = 0;
-	else if (fs->up.used)
-		fs->up.used(fs->up.ctx, (int64_t)*span);
-	return rc;
+		return rc;
+	if (fs->up.used) {
+		fs->up.used(fs->up.ctx, (int64_t)span);
+		j->reserved = span;
+	}
+	j->span = span;
+	atomic_fetch_add(&wb->span, span);
+	return 0;
+}
+
+/* Ends j's reservation: its record took landed bytes (0: none). */
+static void wb_unreserve(struct fs *fs, struct wb *wb, struct wb_job *j,
+			 uint64_t landed)
+{
+	atomic_fetch_sub(&wb->span, j->span);
+	if (fs->up.used && (j->reserved || landed))
+		fs->up.used(fs->up.ctx, (int64_t)landed - (int64_t)j->reserved);
 }
 
 int wb_save_locked(struct fs *fs, struct node *n)
 {
 	struct wb *wb = fs->wb;
 	struct wb_job *j;
-	uint64_t size = n->attr.size, queued, span;
+	uint64_t size = n->attr.size, queued;
 	int rc;
 
 	if (!n->dirty)
@@ -119,12 +139,11 @@ int wb_save_locked(struct fs *fs, struct node *n)
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
-	rc = wb_reserve(fs, n, &span);
+	rc = wb_reserve(fs, wb, n, j);
 	if (rc < 0) {
 		free(j);
 		return rc;
 	}
-	j->reserved = span;
 	/* Records end on a KV_ALIGN boundary: zero the padding. */
 	if (size > 0)
 		node_zero(n, size, kv_align_up(size) - size);
@@ -148,8 +167,7 @@ int wb_save_locked(struct fs *fs, struct node *n)
 		n->dirty = 1;
 		atomic_fetch_sub(&n->wb_jobs, 1);
 		node_put(fs, n, 0, 0, 1);
-		if (span && fs->up.used)
-			fs->up.used(fs->up.ctx, -(int64_t)span);
+		wb_unreserve(fs, wb, j, 0);
 		free(j);
 		return node_flush_locked(fs, n);
 	}
@@ -225,6 +243,11 @@ static void wb_append(struct fs *fs, struct wb *wb, struct wb_job *j)
 		rc = -ENOMEM;
 		goto out;
 	}
+#ifdef KVFS_FAULT_INJECTION
+	rc = -atomic_load(&fs->fault_wb_error);
+	if (rc < 0)
+		goto out;
+#endif
 	/* Room was made at the FLUSH (wb_reserve). */
 	cnt = node_segs_iov(j->b.segs, 0, kv_align_up(size), iov);
 	rc = store_append_iov(fs->store, n->ino, path, iov, cnt, size, j->crcs,
@@ -322,7 +345,10 @@ static void wb_settle(struct fs *fs, struct wb_job *j, int rc, int *inval)
 		n->wb = NULL;
 		if (rc < 0) {
 			n->attr.size = n->disk_size;
-			*inval = 1;
+			/* Never saved: empty now, so its name goes too. */
+			*inval = n->attr.ext.file_id == 0 && n->attr.nlink > 0
+					 ? 2
+					 : 1;
 		} else if (j->unlinked && !n->dirty && !n->cached) {
 			n->segs = j->b.segs;
 			n->nsegs = j->b.nsegs;
@@ -341,6 +367,38 @@ static void wb_settle(struct fs *fs, struct wb_job *j, int rc, int *inval)
 	pthread_rwlock_unlock(&n->rw);
 }
 
+/*
+ * Removes the name of n, a new file whose first save failed: it holds no
+ * bytes now, and an empty file under a block's name would be a torn
+ * block. The engine sees a miss (and stores it again); the log says why.
+ */
+static void wb_unname(struct fs *fs, struct node *n)
+{
+	int64_t now = fs_now_ns();
+	struct idx_attr a;
+	uint64_t parent, ino;
+	uint32_t nlink;
+	char *name, *path = node_path(fs, n);
+	int rc = -ENOMEM;
+
+	pthread_mutex_lock(&fs->nodes_lock);
+	parent = n->parent;
+	name = n->name ? strdup(n->name) : NULL;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (name && idx_lookup(fs->idx, parent, name, &a) == 0 &&
+	    a.ino == n->ino)
+		rc = idx_unlink(fs->idx, parent, name, 0, now, &ino, &nlink);
+	if (rc == 0) {
+		vc_bump(fs->vc, parent, name, 0, 0);
+		notify_entry(fs->notify, parent, name);
+		fs_relink(fs, ino, nlink, now);
+		log_warn("%s removed: its bytes could not be saved",
+			 path ? path : "?");
+	}
+	free(name);
+	free(path);
+}
+
 /* Ends job j (rc: the save's outcome) and frees it. */
 static void wb_finish(struct fs *fs, struct wb *wb, struct wb_job *j,
 		      const struct idx_save *s)
@@ -352,6 +410,8 @@ static void wb_finish(struct fs *fs, struct wb *wb, struct wb_job *j,
 	wb_settle(fs, j, rc, &inval);
 	if (inval)
 		notify_inode(fs->notify, n->ino);
+	if (inval == 2)
+		wb_unname(fs, n);
 	if (saved && s) {
 		node_free_extent(fs, &s->old);
 		if (fs->up.touch)
@@ -360,11 +420,7 @@ static void wb_finish(struct fs *fs, struct wb *wb, struct wb_job *j,
 			wb_name_record(fs, n);
 	}
 	/* The reservation becomes the record's real size, or goes. */
-	if (fs->up.used)
-		fs->up.used(fs->up.ctx,
-			    (j->ext.file_id ? (int64_t)kv_extent_span(&j->ext)
-					    : 0) -
-				    (int64_t)j->reserved);
+	wb_unreserve(fs, wb, j, j->ext.file_id ? kv_extent_span(&j->ext) : 0);
 	node_segs_release(fs, j->b.segs, j->b.nsegs);
 	free(j->b.segs);
 	free(j->crcs);

@@ -20,13 +20,18 @@
 #      the unlinked one is gone;
 #   d. (fault injection) a writer waiting for budget behind a full queue
 #      is killed with SIGKILL: it is gone within 10 s and the mount still
-#      answers.
+#      answers;
+#   e. (fault injection) background saves that fail
+#      (user.kvfs.fault.wb_error): close(2) succeeded, so a new file whose
+#      save failed is removed (logged), never left empty under its name; a
+#      file saved before keeps its saved bytes, also after a remount;
+#      fsync(2) of a file whose save failed reports EIO.
 # Every client call runs in the background with a bound: a call still
 # running after it is a hang, which fails the test (the daemons' threads go
 # to $T_TMP/daemon.threads).
 #
 # Environment: as lib.sh, plus WB_CLIENT (tests/mount/wb_client), KVFSCTL
-# and KVFS_FAULT_INJECTION (1: cases c and d run; otherwise they are
+# and KVFS_FAULT_INJECTION (1: cases c, d and e run; otherwise they are
 # skipped with a log line).
 # shellcheck disable=SC2034 # read by lib.sh
 T_NEEDS="WB_CLIENT KVFSCTL"
@@ -423,6 +428,60 @@ case_kill_waiter() {
 	t_umount "$MNT"
 }
 
+# ---- e: background saves that fail ----
+case_save_error() {
+	local log nlog f0
+	t_log "e: background saves fail (user.kvfs.fault.wb_error=EIO)"
+	fresh e "$NOCACHE"
+	log=${T_LOG[$MNT]}
+	expect 30 "write: OK" write "$MNT/old.bin" $((MiB + 5)) 1
+	bounded 60 "$T_TMP/sync.out" "$KVFSCTL" sync "$MNT" ||
+		t_fail "e: kvfsctl sync: $(cat "$T_TMP/sync.out")"
+	kv_need "$MNT" wb_failed_total
+	f0=$OUT
+	nlog=$(nlines "$log" "could not be saved")
+	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_error 5
+	# close(2) succeeds: the bytes are queued; the append then fails.
+	expect 30 "write: OK" write "$MNT/new.bin" $((2 * MiB)) 2
+	expect 30 "write: OK" write "$MNT/old.bin" $((3 * MiB)) 3
+	# fsync of a file still queued (its append delayed) waits for the
+	# save and reports that it failed.
+	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_delay_ms \
+		1500
+	expect 30 "write: OK" write "$MNT/sync.bin" 4096 4
+	expect 30 "fsync: EIO" fsync "$MNT/sync.bin"
+	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_delay_ms 0
+	bounded 60 "$T_TMP/sync.out" "$KVFSCTL" sync "$MNT" ||
+		t_fail "e: kvfsctl sync: $(cat "$T_TMP/sync.out")"
+	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_error 0
+	kv_need "$MNT" wb_failed_total
+	[ "$OUT" -ge $((f0 + 3)) ] ||
+		t_fail "e: kvfs_wb_failed_total $f0 -> $OUT (want 3 more)"
+	# A new file never saved is gone, never shown empty or short.
+	expect 10 "check: open ENOENT" check "$MNT/new.bin" $((2 * MiB)) 2
+	expect 10 "check: open ENOENT" check "$MNT/sync.bin" 4096 4
+	[ "$(nlines "$log" "new.bin removed: its bytes could not be saved")" \
+		-eq 1 ] || {
+		t_show "$log" 20
+		t_fail "e: no log line for new.bin"
+	}
+	[ "$(nlines "$log" "could not be saved")" -ge $((nlog + 2)) ] ||
+		t_fail "e: the removals were not logged"
+	# A file saved before keeps its saved bytes.
+	expect 30 "check: match" check "$MNT/old.bin" $((MiB + 5)) 1
+	t_umount "$MNT"
+	t_mount "$DATA" "$MNT" -o "$NOCACHE"
+	expect 30 "check: match" check "$MNT/old.bin" $((MiB + 5)) 1
+	expect 10 "check: open ENOENT" check "$MNT/new.bin" $((2 * MiB)) 2
+	# And saving works again.
+	expect 30 "write: OK" write "$MNT/new.bin" $((2 * MiB)) 2
+	bounded 60 "$T_TMP/sync.out" "$KVFSCTL" sync "$MNT" ||
+		t_fail "e: kvfsctl sync: $(cat "$T_TMP/sync.out")"
+	expect 30 "check: match" check "$MNT/new.bin" $((2 * MiB)) 2
+	t_log "e: failed saves: new files gone, old.bin kept, fsync EIO"
+	t_umount "$MNT"
+}
+
 t_init
 T_CLEANUP_HOOKS+=(wb_reap)
 [ "$T_MODE" = mount ] || t_finish
@@ -431,8 +490,9 @@ case_fallocate
 if [ "${KVFS_FAULT_INJECTION:-0}" = 1 ]; then
 	case_queue
 	case_kill_waiter
+	case_save_error
 else
-	t_log "c, d: skipped (the daemon has no fault injection:" \
+	t_log "c, d, e: skipped (the daemon has no fault injection:" \
 		"KVFS_FAULT_INJECTION=${KVFS_FAULT_INJECTION:-unset})"
 fi
 t_finish

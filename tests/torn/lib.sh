@@ -354,8 +354,11 @@ has_record() {
 	local got
 	got=$(kvawk -v st="$1" -v rel="$2" '
 		f("type") == "data" && f("state") == st {
+			# The name at append time: the temporary one, or the
+			# final one when write-behind appended after the rename.
 			p = f("path")
-			if (sub(/_[0-9]*\.tmp$/, "", p) && p == rel)
+			sub(/_[0-9]*\.tmp$/, "", p)
+			if (p == rel)
 				c++
 		}
 		END { print c + 0 }' "$3") || t_fail "cannot read $3"
