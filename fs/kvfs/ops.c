@@ -54,6 +54,25 @@ static void fs_node_attr(struct node *n, struct idx_attr *out)
 }
 
 /*
+ * A directory in memory gets the change its index row just got from a
+ * create or a remove in it (mtime and ctime now, nlink by delta), without
+ * reading the index back.
+ */
+static void fs_touch_dir(struct fs *fs, uint64_t ino, int64_t now, int delta)
+{
+	struct node *n = node_find(fs, ino);
+
+	if (!n)
+		return;
+	pthread_rwlock_wrlock(&n->rw);
+	n->attr.mtime_ns = now;
+	n->attr.ctime_ns = now;
+	n->attr.nlink = (uint32_t)((int64_t)n->attr.nlink + delta);
+	pthread_rwlock_unlock(&n->rw);
+	node_put(fs, n, 0, 0, 1);
+}
+
+/*
  * Re-reads a directory's attributes after the index changed them (mtime,
  * ctime, nlink), when the directory is in memory.
  */
@@ -251,7 +270,8 @@ static int fs_make(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (rc < 0)
 		return rc;
 	vc_bump(fs->vc, parent, name, 1, a.ino);
-	fs_refresh_dir(fs, parent);
+	/* As idx_create changed the parent's row. */
+	fs_touch_dir(fs, parent, a.mtime_ns, S_ISDIR(mode) ? 1 : 0);
 	return node_get(fs, a.ino, &a, parent, name, 1, out);
 }
 
@@ -376,7 +396,8 @@ static void fs_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fs_reply_err(req, rc);
 		return;
 	}
-	fs_refresh_dir(fs, parent);
+	/* As idx_unlink changed the parent's row. */
+	fs_touch_dir(fs, parent, now, rmdir ? -1 : 0);
 	fs_relink(fs, ino, nlink, now);
 	fs_reply_err(req, 0);
 }
