@@ -68,12 +68,7 @@ int node_budget_wait(struct fs *fs, uint64_t need, int (*stop)(void *),
 			break;
 		}
 		waited = 1;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += NODE_WAIT_SLICE_NS;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		ts = clock_ts(clock_realtime_ns() + NODE_WAIT_SLICE_NS);
 		pthread_cond_timedwait(&fs->dirty_cond, &fs->dirty_lock, &ts);
 		now = (int64_t)clock_monotonic_ns();
 	}

@@ -574,12 +574,7 @@ static int wb_wait(struct wb *wb, int64_t deadline, int (*stop)(void *),
 			rc = -ETIMEDOUT;
 			break;
 		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += WB_SLICE_NS;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		ts = clock_ts(clock_realtime_ns() + WB_SLICE_NS);
 		pthread_cond_timedwait(&wb->idle, &wb->lock, &ts);
 	}
 	pthread_mutex_unlock(&wb->lock);

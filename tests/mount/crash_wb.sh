@@ -48,11 +48,7 @@ OPTS=tmp_max_age=30,dirty_limit=256M
 WPIDS=()
 
 cwb_reap() {
-	local p
-	for p in "${WPIDS[@]}"; do
-		kill -KILL "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
+	t_reap "${WPIDS[@]}"
 }
 
 kv_stat() {

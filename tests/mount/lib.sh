@@ -98,6 +98,16 @@ t_dump_daemons() {
 }
 
 # Succeeds while pid is a live (not zombie) process.
+# t_reap PID...: kills and reaps clients (for instance ones left hanging in
+# the filesystem, at cleanup once the daemons are gone).
+t_reap() {
+	local p
+	for p in "$@"; do
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+}
+
 t_alive() {
 	local pid=$1 state
 	kill -0 "$pid" 2>/dev/null || return 1

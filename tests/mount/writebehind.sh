@@ -50,11 +50,7 @@ OUT=
 # Clients still running at the end (hung in the filesystem) go once the
 # daemons are gone, which ends their requests.
 wb_reap() {
-	local p
-	for p in "${BG_PIDS[@]}"; do
-		kill -KILL "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
+	t_reap "${BG_PIDS[@]}"
 }
 
 # bg OUT CMD...: CMD in the background, stdout and stderr to OUT; pid in BG.
