@@ -209,7 +209,7 @@ static const char *kc_size_metric(char *buf, size_t len, double v)
 
 static void kc_stats_text(const struct kc_metrics *ms)
 {
-	char a[32], b[32], c[32], d[32], e[32], f[32];
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
 
 #define M(name) kc_metric(ms, name)
 	printf("lookups        %12.0f  hits %s, misses %s\n",
@@ -255,6 +255,20 @@ static void kc_stats_text(const struct kc_metrics *ms)
 	printf("verdicts       %12s  held; %s lookups parked\n",
 	       kc_num(a, sizeof(a), M(CTLPROTO_M_VERDICTS)),
 	       kc_num(b, sizeof(b), M(CTLPROTO_M_LOOKUPS_PARKED)));
+	printf("write-behind   %12s  files queued (%s, peak %s); appends %s, "
+	       "commits %s, cancelled %s, failed %s\n",
+	       kc_num(a, sizeof(a), M(CTLPROTO_M_WB_QUEUED_FILES)),
+	       kc_size_metric(b, sizeof(b), M(CTLPROTO_M_WB_QUEUED_BYTES)),
+	       kc_size_metric(c, sizeof(c), M(CTLPROTO_M_WB_QUEUED_PEAK_BYTES)),
+	       kc_num(d, sizeof(d), M(CTLPROTO_M_WB_APPENDS)),
+	       kc_num(f, sizeof(f), M(CTLPROTO_M_WB_COMMITS)),
+	       kc_num(g, sizeof(g), M(CTLPROTO_M_WB_CANCELLED)),
+	       kc_num(h, sizeof(h), M(CTLPROTO_M_WB_FAILED)));
+	printf("memory waits   %12s  writes that waited for the queue (%s ms "
+	       "in all); %s refused (EDQUOT)\n",
+	       kc_num(a, sizeof(a), M(CTLPROTO_M_DIRTY_WAITS)),
+	       kc_num(b, sizeof(b), M(CTLPROTO_M_DIRTY_WAIT_MS)),
+	       kc_num(c, sizeof(c), M(CTLPROTO_M_DIRTY_REFUSED)));
 #undef M
 }
 
