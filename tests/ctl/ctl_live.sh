@@ -100,9 +100,24 @@ ap1=$(prom "$T_TMP/stats.2" store_appends_total)
 [ $((ap1 - ap0)) -ge 3 ] || t_fail "appends moved by $((ap1 - ap0)), want >= 3"
 t_log "stats: Prometheus text; lookups +$((lk1 - lk0)), appends +$((ap1 - ap0))"
 kc_ok stats "$KC" stats "$MNT"
-for w in lookups probes stores loads drops quarantines invalidations errors; do
+for w in lookups probes stores loads drops quarantines invalidations errors \
+	write-behind "memory waits"; do
 	has stats "^$w +[0-9]+"
 done
+# sync: every file closed before it is saved; then the queue is empty.
+head -c 3000000 /dev/urandom >"$T_TMP/sync.src" || t_fail "urandom"
+cp "$T_TMP/sync.src" "$MNT/model_r0/synced.bin" || t_fail "cp to the mount"
+kc_ok sync "$KC" sync "$MNT"
+has sync "^synced $MNT: [0-9]+ files were queued, waited [0-9]+ ms$"
+kc_ok sync-json "$KC" sync --json "$DATA"
+[ "$(json_num "$T_TMP/out" queued_files)" = 0 ] ||
+	t_fail "sync --json: files still queued after a sync"
+[ "$(awk '$1 == "kvfs_wb_queued_files" { print $2 }' "$MNT/.kvfs/stats")" \
+	= 0 ] || t_fail "kvfs_wb_queued_files is not 0 after a sync"
+cmp -s "$T_TMP/sync.src" "$MNT/model_r0/synced.bin" ||
+	t_fail "the synced file does not read back"
+kc_ok status-wb "$KC" status "$MNT"
+has status-wb "^write-behind: +0 files queued"
 kc_ok stats-json "$KC" stats --json "$DATA"
 lk2=$(json_num "$T_TMP/out" lookups)
 [ "$lk2" -ge "$lk1" ] || t_fail "stats --json lookups $lk2 < $lk1"
@@ -207,6 +222,8 @@ kc_fails "verdicts: .*control files have no verdicts" \
 kc_fails "verdicts: too many arguments" "$KC" verdicts "$MNT" a b
 kc_fails "clear: missing MOUNTPOINT\|DATADIR PATH" "$KC" clear "$MNT"
 kc_fails "clear: PATH is empty" "$KC" clear "$MNT" ""
+kc_fails "sync: too many arguments" "$KC" sync "$MNT" x
+kc_fails "sync: .*neither a kvfs mount point nor" "$KC" sync "$PLAIN"
 kc_fails "clear: .*does not exist \(ENOENT\)" "$KC" clear "$MNT" nodir/k1.bin
 kc_fails "clear: .*neither a kvfs mount point nor" "$KC" clear "$PLAIN" /x
 kc_fails "fsck: .*is being served by kvfs \(pid [0-9]+, mounted at" \
