@@ -118,6 +118,14 @@ int idx_setattr(struct idx *idx, const struct idx_attr *attr);
 int idx_set_extent(struct idx *idx, uint64_t ino, uint64_t size,
 		   int64_t mtime_ns, const struct kv_extent *ext,
 		   const uint32_t *crcs, uint32_t ncrcs, struct kv_extent *old);
+/*
+ * The path of ino within the file system ("/a/b", "/" for the root) by one
+ * of its names, into buf (len bytes). -ENOENT when it has none,
+ * -ENAMETOOLONG when buf is too small, -ELOOP past IDX_PATH_DEPTH levels.
+ */
+#define IDX_PATH_DEPTH 4096
+int idx_path(struct idx *idx, uint64_t ino, char *buf, size_t len);
+
 /* One save for idx_set_extents(). */
 struct idx_save {
 	uint64_t ino;

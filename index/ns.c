@@ -74,6 +74,8 @@ const char *const idx_ns_sql[IDX_NSTMT] = {
 	[SID_SET_DENTRY_INO] = "UPDATE dentries SET ino = ?2 WHERE id = ?1",
 	[SID_HAS_CHILD] = "SELECT 1 FROM dentries WHERE parent = ?1 LIMIT 1",
 	[SID_PARENT_OF] = "SELECT parent FROM dentries WHERE ino = ?1 LIMIT 1",
+	[SID_NAME_OF] = "SELECT parent, name FROM dentries WHERE ino = ?1 "
+			"LIMIT 1",
 	[SID_DELETE_INODE] = "DELETE FROM inodes WHERE ino = ?1",
 	/* An inode's xattrs go with it (idx_release_inode, the purge). */
 	[SID_DELETE_XATTRS] = "DELETE FROM xattrs WHERE ino = ?1",
@@ -830,6 +832,58 @@ int idx_purge_orphans(struct idx *idx, idx_extent_fn fn, void *arg)
 	for (size_t i = 0; rc >= 0 && fn && i < xs.n; i++)
 		fn(arg, &xs.v[i]);
 	free(xs.v);
+	return rc;
+}
+
+/* idx_path()'s walk, in a read transaction: names from ino up, reversed. */
+static int idx_path_txn(struct idx *idx, uint64_t ino, char *buf, size_t len)
+{
+	sqlite3_stmt *st = idx->st[SID_NAME_OF];
+	size_t end = len - 1;
+	int depth = 0, rc = 0;
+
+	buf[end] = '\0';
+	while (ino != KV_ROOT_INO && rc == 0) {
+		const char *name;
+		size_t n;
+
+		if (++depth > IDX_PATH_DEPTH)
+			return -ELOOP;
+		idx_bind_i64(st, 1, (int64_t)ino);
+		rc = IDX_STEP(idx, st);
+		if (rc == 1) {
+			ino = (uint64_t)sqlite3_column_int64(st, 0);
+			name = (const char *)sqlite3_column_text(st, 1);
+			n = name ? strlen(name) : 0;
+			if (n + 1 > end)
+				rc = -ENAMETOOLONG;
+			else {
+				end -= n;
+				memcpy(buf + end, name, n);
+				buf[--end] = '/';
+				rc = 0;
+			}
+		} else if (rc == 0) {
+			rc = -ENOENT;
+		}
+		idx_done(st);
+	}
+	if (rc == 0 && end == len - 1)
+		buf[--end] = '/';
+	if (rc == 0)
+		memmove(buf, buf + end, len - end);
+	return rc;
+}
+
+int idx_path(struct idx *idx, uint64_t ino, char *buf, size_t len)
+{
+	int rc;
+
+	if (len < 2)
+		return -ENAMETOOLONG;
+	rc = idx_enter(idx, 0);
+	if (!rc)
+		rc = idx_leave(idx, idx_path_txn(idx, ino, buf, len));
 	return rc;
 }
 

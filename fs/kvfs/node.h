@@ -48,7 +48,12 @@ void node_open_inc(struct fs *fs, struct node *n);
 /* Records that n is now called name in parent. */
 int node_rename(struct fs *fs, struct node *n, uint64_t parent,
 		const char *name);
-/* The path of n within the mount ("/a/b"), malloc'd; NULL on ENOMEM. */
+/*
+ * The path of n within the mount ("/a/b"), malloc'd; NULL on ENOMEM. The
+ * table holds only the directories the kernel holds, which an open file's
+ * are: when one on the way up is gone, the path starts below it. For a
+ * path that must be right whatever the kernel holds, use idx_path().
+ */
 char *node_path(struct fs *fs, struct node *n);
 /* Releases an unlinked inode that no node holds: index row and record. */
 void node_release_inode(struct fs *fs, uint64_t ino);

@@ -419,10 +419,11 @@ static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void fs_renamed(struct fs *fs, uint64_t parent, const char *name,
 		       int64_t now)
 {
+	char path[PATH_MAX];
 	struct idx_attr a;
 	struct node *n;
 	uint64_t span;
-	char *path;
+	int rc;
 
 	if (idx_lookup(fs->idx, parent, name, &a) < 0)
 		return;
@@ -434,18 +435,27 @@ static void fs_renamed(struct fs *fs, uint64_t parent, const char *name,
 	pthread_rwlock_wrlock(&n->rw);
 	n->attr.ctime_ns = now;
 	pthread_rwlock_unlock(&n->rw);
+	/*
+	 * A saved file's new name goes into a name record; one still queued
+	 * gets it at commit (wb.c). The path comes from the index: the node
+	 * table need not hold every directory on the way.
+	 */
 	if (S_ISREG(a.mode) && a.ext.file_id) {
-		path = node_path(fs, n);
+		rc = idx_path(fs->idx, a.ino, path, sizeof(path));
 		/* Counted now, even when it goes out later (batch_names). */
-		span = path ? store_hdr_len(0, strlen(path)) : 0;
-		if (path && (fs_make_room(fs, span) < 0 ||
-			     store_append_name(fs->store, a.ino, path) < 0))
-			log_warn("no name record for %s: a rebuilt index "
-				 "will list it under its old name",
-				 path);
-		else if (path)
+		span = rc == 0 ? store_hdr_len(0, strlen(path)) : 0;
+		if (rc == 0)
+			rc = fs_make_room(fs, span);
+		if (rc == 0)
+			rc = store_append_name(fs->store, a.ino, path);
+		if (rc == 0)
 			cap_used_add(fs->cap, (int64_t)span);
-		free(path);
+		else
+			log_warn("no name record for %s/%s (inode %llu): %s; a "
+				 "rebuilt index will list it under its old "
+				 "name",
+				 parent == KV_ROOT_INO ? "" : "...", name,
+				 (unsigned long long)a.ino, strerror(-rc));
 	}
 	node_put(fs, n, 0, 0, 1);
 }

@@ -12,6 +12,7 @@
  * back to the node, which may still be open).
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <stdlib.h>
@@ -47,6 +48,7 @@ struct wb_job {
 	int superseded;	     /* a newer save replaced it while queued (lock) */
 	int unlinked;	     /* the file had no name left (writer) */
 	unsigned name_gen;   /* the node's renames when path was taken */
+	char *path;	     /* the file's path at the FLUSH: the record's */
 	uint32_t *crcs;
 	struct kv_extent ext; /* where it landed (file_id 0: not appended) */
 	int rc;		      /* the append's outcome */
@@ -91,17 +93,12 @@ static int wb_reserve(struct fs *fs, struct wb *wb, struct node *n,
 		      struct wb_job *j)
 {
 	uint64_t span;
-	char *path;
 	int rc;
 
 	if (n->attr.size == 0)
 		return 0;
-	path = node_path(fs, n);
-	if (!path)
-		return -ENOMEM;
-	span = store_hdr_len(n->attr.size, strlen(path)) +
+	span = store_hdr_len(n->attr.size, strlen(j->path)) +
 	       kv_align_up(n->attr.size);
-	free(path);
 	rc = store_check_space(fs->store, atomic_load(&wb->span) + span);
 	if (rc == 0 && fs->up.make_room)
 		rc = fs->up.make_room(fs->up.ctx, span);
@@ -139,8 +136,16 @@ int wb_save_locked(struct fs *fs, struct node *n)
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
-	rc = wb_reserve(fs, wb, n, j);
+	/*
+	 * The path now, while the open file holds its directories in the
+	 * kernel (and so in the node table); a rename later is caught at
+	 * commit by the rename count taken first.
+	 */
+	j->name_gen = atomic_load(&n->name_gen);
+	j->path = node_path(fs, n);
+	rc = j->path ? wb_reserve(fs, wb, n, j) : -ENOMEM;
 	if (rc < 0) {
+		free(j->path);
 		free(j);
 		return rc;
 	}
@@ -168,6 +173,7 @@ int wb_save_locked(struct fs *fs, struct node *n)
 		atomic_fetch_sub(&n->wb_jobs, 1);
 		node_put(fs, n, 0, 0, 1);
 		wb_unreserve(fs, wb, j, 0);
+		free(j->path);
 		free(j);
 		return node_flush_locked(fs, n);
 	}
@@ -220,7 +226,7 @@ static void wb_append(struct fs *fs, struct wb *wb, struct wb_job *j)
 	struct node *n = j->n;
 	uint64_t size = j->b.size;
 	struct iovec *iov = NULL;
-	char *path = NULL;
+	const char *path = j->path;
 	int rc, cnt;
 
 #ifdef KVFS_FAULT_INJECTION
@@ -234,12 +240,9 @@ static void wb_append(struct fs *fs, struct wb *wb, struct wb_job *j)
 	pthread_rwlock_unlock(&n->rw);
 	if (j->unlinked || size == 0)
 		return;
-	/* Taken before the path: a rename after it is caught at commit. */
-	j->name_gen = atomic_load(&n->name_gen);
-	path = node_path(fs, n);
 	j->crcs = calloc(kv_nchunks(size), sizeof(*j->crcs));
 	iov = calloc(j->b.nsegs + 1, sizeof(*iov));
-	if (!path || !j->crcs || !iov) {
+	if (!j->crcs || !iov) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -256,13 +259,12 @@ out:
 	if (rc < 0)
 		log_warn("cannot save %s (inode %llu, %llu bytes): %s; it "
 			 "goes back to its last saved state",
-			 path ? path : "?", (unsigned long long)n->ino,
+			 path, (unsigned long long)n->ino,
 			 (unsigned long long)size, strerror(-rc));
 	else
 		__atomic_fetch_add(&wb->st.appends, 1, __ATOMIC_RELAXED);
 	j->rc = rc;
 	free(iov);
-	free(path);
 }
 
 static void *wb_writer(void *arg)
@@ -300,23 +302,32 @@ static void *wb_writer(void *arg)
 	return NULL;
 }
 
-/* A name record for n's current path: it was renamed while saving. */
+/*
+ * A name record for n's current path, from the index (the node table may
+ * no longer hold its directories): it was renamed while being saved.
+ */
 static void wb_name_record(struct fs *fs, struct node *n)
 {
-	char *path = node_path(fs, n);
+	char path[PATH_MAX];
 	uint64_t span;
+	int rc;
 
-	if (!path)
-		return;
-	span = store_hdr_len(0, strlen(path));
-	if ((fs->up.make_room && fs->up.make_room(fs->up.ctx, span) < 0) ||
-	    store_append_name(fs->store, n->ino, path) < 0)
-		log_warn("no name record for %s: a rebuilt index will list "
-			 "it under its old name",
-			 path);
-	else if (fs->up.used)
-		fs->up.used(fs->up.ctx, (int64_t)span);
-	free(path);
+	rc = idx_path(fs->idx, n->ino, path, sizeof(path));
+	if (rc == -ENOENT)
+		return; /* no name left: nothing to record */
+	if (rc == 0) {
+		span = store_hdr_len(0, strlen(path));
+		rc = fs->up.make_room ? fs->up.make_room(fs->up.ctx, span) : 0;
+		if (rc == 0)
+			rc = store_append_name(fs->store, n->ino, path);
+		if (rc == 0 && fs->up.used)
+			fs->up.used(fs->up.ctx, (int64_t)span);
+	}
+	if (rc < 0)
+		log_warn("no name record for inode %llu, renamed while it was "
+			 "saved (%s): a rebuilt index lists it under its old "
+			 "name",
+			 (unsigned long long)n->ino, strerror(-rc));
 }
 
 /*
@@ -424,6 +435,7 @@ static void wb_finish(struct fs *fs, struct wb *wb, struct wb_job *j,
 	node_segs_release(fs, j->b.segs, j->b.nsegs);
 	free(j->b.segs);
 	free(j->crcs);
+	free(j->path);
 	atomic_fetch_sub(&fs->wb_queued_bytes, j->charged);
 	atomic_fetch_sub(&n->wb_jobs, 1);
 	node_put(fs, n, 0, 0, 1);

@@ -845,6 +845,32 @@ static void test_xattrs(void **state)
 			 7);
 }
 
+/* idx_path: the path of an inode by its names, from the index alone. */
+static void test_path(void **state)
+{
+	struct fx *f = *state;
+	char buf[64], tiny[4];
+	uint64_t d, e, x;
+
+	d = mkdir_(f, KV_ROOT_INO, "d");
+	e = mkdir_(f, d, "e");
+	x = mkfile(f, e, "x.bin");
+	assert_int_equal(idx_path(f->idx, KV_ROOT_INO, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/");
+	assert_int_equal(idx_path(f->idx, d, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/d");
+	assert_int_equal(idx_path(f->idx, x, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/d/e/x.bin");
+	assert_int_equal(ren(f, e, "x.bin", d, "y.bin", 0, NULL, NULL), 0);
+	assert_int_equal(idx_path(f->idx, x, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/d/y.bin");
+	assert_int_equal(idx_path(f->idx, x, tiny, sizeof(tiny)),
+			 -ENAMETOOLONG);
+	assert_int_equal(idx_path(f->idx, 987654, buf, sizeof(buf)), -ENOENT);
+	assert_int_equal(unl(f, d, "y.bin", 0), 0);
+	assert_int_equal(idx_path(f->idx, x, buf, sizeof(buf)), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -868,6 +894,7 @@ int main(void)
 		T(test_readdir_cookies_stable),
 		T(test_lookup_batch),
 		T(test_xattrs),
+		T(test_path),
 	};
 
 	/* Expected refusals log errors; info lines would only be noise. */
