@@ -9,8 +9,13 @@
  *   (then reopens the index: kvdb_reopen_index), runs the loop, tears
  *   down. Every configuration error is reported before daemonizing.
  * - libfuse workers (multi-threaded loop, clone_fd): run the handlers in
- *   fs/kvfs/ops.c; they may block on the index (one SQLite connection
- *   behind idx->lock) and on data-file I/O (each thread's own io_uring).
+ *   fs/kvfs/ops.c and fileio.c; they may block on the index (one SQLite
+ *   connection behind idx->lock), on data-file reads (each thread's own
+ *   io_uring; appends too with -o durable), and, bounded and holding no
+ *   node lock, on the dirty budget and on an fsync's saves.
+ * - write-behind (fs/kvfs/wb.c): KVFS_WB_WRITERS writers append queued
+ *   files (one lane and ring each); one committer commits them to the
+ *   index in batches.
  * - probe worker (core/verdict_probe.c): answers lookup batches from the
  *   index and replies to parked LOOKUPs (fs/kvfs/lookup.c); never notifies
  *   the kernel. A FUSE worker probes a batch itself when no probe runs
