@@ -116,8 +116,12 @@ void cap_measure(struct cap *c)
 		if (stat(path, &sb) == 0)
 			bytes += (uint64_t)sb.st_blocks * 512;
 	}
-	/* Name records kept back were counted when renames made them. */
+	/*
+	 * Name records kept back were counted when renames made them, and
+	 * queued records when their files were closed: not on disk yet.
+	 */
 	bytes += store_names_bytes(c->store);
+	bytes += (uint64_t)atomic_load(&c->reserved);
 	atomic_store(&c->used_est, (int64_t)bytes);
 	atomic_store(&c->ndatafiles, nfiles);
 }
@@ -262,12 +266,24 @@ static void cap_up_used(void *ctx, int64_t delta)
 	cap_used_add(ctx, delta);
 }
 
+void cap_reserved_add(struct cap *c, int64_t delta)
+{
+	atomic_fetch_add(&c->reserved, delta);
+	atomic_fetch_add(&c->used_est, delta);
+}
+
+static void cap_up_reserved(void *ctx, int64_t delta)
+{
+	cap_reserved_add(ctx, delta);
+}
+
 void cap_set_upcalls(struct fs *fs)
 {
 	fs->up = (struct fs_upcalls){
 		.make_room = cap_up_room,
 		.touch = cap_up_touch,
 		.used = cap_up_used,
+		.reserved = cap_up_reserved,
 		.ctx = fs->cap,
 	};
 }

@@ -67,6 +67,7 @@ struct cap {
 	struct idx *idx;
 	struct store *store;
 	atomic_int_fast64_t used_est; /* physical bytes used, estimated */
+	atomic_int_fast64_t reserved; /* ... of which records not written yet */
 	atomic_uint_fast64_t ndatafiles;
 	atomic_uint_fast64_t evicted; /* names evicted, ever */
 	atomic_uint_fast64_t enospc;  /* stores refused */
@@ -93,6 +94,11 @@ void cap_free(struct cap *c);
 
 /* Physical bytes in use (estimate between measurements). */
 uint64_t cap_used(struct cap *c);
+/*
+ * Records counted as used before they are written (write-behind): kept
+ * in the estimate across cap_measure(), which cannot see them on disk.
+ */
+void cap_reserved_add(struct cap *c, int64_t delta);
 /* Adds delta (negative: freed) to the use estimate. */
 void cap_used_add(struct cap *c, int64_t delta);
 /* Measures use: data files, kept-back name records, index.db and its WAL. */

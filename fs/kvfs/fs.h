@@ -153,6 +153,8 @@ struct fs_upcalls {
 	void (*touch)(void *ctx, uint64_t ino);
 	/* Bytes appended (delta > 0) or freed (< 0) in the data files. */
 	void (*used)(void *ctx, int64_t delta);
+	/* Bytes counted for records queued, not written yet (write-behind). */
+	void (*reserved)(void *ctx, int64_t delta);
 	void *ctx;
 };
 

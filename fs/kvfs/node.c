@@ -260,7 +260,7 @@ int node_is_busy(struct fs *fs, uint64_t ino)
 	pthread_mutex_lock(&fs->nodes_lock);
 	n = node_lookup_locked(fs, ino);
 	if (n)
-		busy = n->nopen > 0 || n->dirty || atomic_load(&n->wb_jobs) > 0;
+		busy = n->nopen > 0 || n->dirty;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	return busy;
 }

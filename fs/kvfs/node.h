@@ -69,7 +69,10 @@ unsigned node_nopen(struct fs *fs, struct node *n);
 /* Saves every dirty node with save (n->rw held exclusive), at unmount. */
 void node_flush_all(struct fs *fs, int (*save)(struct fs *fs, struct node *n));
 
-/* Whether ino is open or has unsaved bytes (not to be evicted). */
+/*
+ * Whether ino is open or has unsaved bytes (not to be evicted). Bytes
+ * queued for saving do not count: evicting such a file drops its save.
+ */
 int node_is_busy(struct fs *fs, uint64_t ino);
 /*
  * Applies a link-count change the index made to inode ino: updates the node

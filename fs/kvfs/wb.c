@@ -104,8 +104,8 @@ static int wb_reserve(struct fs *fs, struct wb *wb, struct node *n,
 		rc = fs->up.make_room(fs->up.ctx, span);
 	if (rc < 0)
 		return rc;
-	if (fs->up.used) {
-		fs->up.used(fs->up.ctx, (int64_t)span);
+	if (fs->up.reserved) {
+		fs->up.reserved(fs->up.ctx, (int64_t)span);
 		j->reserved = span;
 	}
 	j->span = span;
@@ -118,8 +118,10 @@ static void wb_unreserve(struct fs *fs, struct wb *wb, struct wb_job *j,
 			 uint64_t landed)
 {
 	atomic_fetch_sub(&wb->span, j->span);
-	if (fs->up.used && (j->reserved || landed))
-		fs->up.used(fs->up.ctx, (int64_t)landed - (int64_t)j->reserved);
+	if (j->reserved)
+		fs->up.reserved(fs->up.ctx, -(int64_t)j->reserved);
+	if (landed && fs->up.used)
+		fs->up.used(fs->up.ctx, (int64_t)landed);
 }
 
 int wb_save_locked(struct fs *fs, struct node *n)
@@ -360,7 +362,8 @@ static void wb_settle(struct fs *fs, struct wb_job *j, int rc, int *inval)
 			*inval = n->attr.ext.file_id == 0 && n->attr.nlink > 0
 					 ? 2
 					 : 1;
-		} else if (j->unlinked && !n->dirty && !n->cached) {
+		} else if (j->unlinked && !n->dirty && !n->cached &&
+			   !n->evicted) {
 			n->segs = j->b.segs;
 			n->nsegs = j->b.nsegs;
 			n->dirty = 1;
@@ -415,8 +418,13 @@ static void wb_finish(struct fs *fs, struct wb *wb, struct wb_job *j,
 		      const struct idx_save *s)
 {
 	struct node *n = j->n;
-	int rc = j->rc < 0 ? j->rc : (s && s->rc < 0 ? s->rc : 0);
-	int inval = 0, saved = rc == 0 && !j->unlinked && !j->superseded;
+	int rc, inval = 0, saved;
+
+	/* Evicted (its inode released) while its bytes were appended. */
+	if (j->rc == 0 && s && s->rc == -ENOENT)
+		j->unlinked = 1;
+	rc = j->rc < 0 ? j->rc : (s && s->rc < 0 && !j->unlinked ? s->rc : 0);
+	saved = rc == 0 && !j->unlinked && !j->superseded;
 
 	wb_settle(fs, j, rc, &inval);
 	if (inval)
