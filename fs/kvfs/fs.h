@@ -9,8 +9,10 @@
  * nodes lock is never held across index, store or fuse_reply_* calls. A
  * store makes room (the capacity module's evict_lock) holding its own
  * node's n->rw; eviction then takes n->rw only of nodes that are not busy
- * (not open, nothing unsaved), never a storing one. fs->dirty_lock and the
- * capacity module's touch_lock are innermost: nothing is taken inside.
+ * (not open, nothing unsaved), never a storing one (a FLUSH runs with its
+ * handle open). fs->dirty_lock and the capacity module's touch_lock are
+ * innermost: nothing is taken inside. The write-behind lock (wb.c) is
+ * taken inside n->rw, never around it.
  */
 #ifndef KVFS_FS_H
 #define KVFS_FS_H
