@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shared tier's RADOS client (issue 13; built with -Drados, librados):
+ * blocks stored as RADOS objects that every kvfs on a pool can find,
+ * checked with the same CRC32C chunks as a local record. Not here: when
+ * to put or pull (the daemon), the local store.
+ *
+ * Objects in the pool (and the configured namespace):
+ *   "b:" PATH   a block; its data is the file's bytes, its xattrs
+ *               "kvfs.len" (decimal byte count) and "kvfs.crcs" (one
+ *               little-endian CRC32C per KV_CHUNK_SIZE chunk)
+ *   "d:" DIR    a directory's index: one omap key per block name in it,
+ *               the value the block's length (8 bytes, little-endian), so
+ *               that a batch of names in one directory is one round trip
+ *               and a listing is one omap read
+ * PATH is the file's path within the mount ("/a/b.bin"), DIR its parent's
+ * ("/a", "/" for the root). Names longer than RTIER_PATH_MAX are refused.
+ *
+ * Every call waits at most the configured timeout for the cluster
+ * (librados' op and mount timeouts), then fails with -ETIMEDOUT or the
+ * cluster's error. Threads: any thread may call any function on one
+ * struct rtier (librados is thread-safe).
+ */
+#ifndef KVFS_RTIER_H
+#define KVFS_RTIER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Longest PATH in an object name (RADOS allows 2048 by default). */
+#define RTIER_PATH_MAX 1024
+
+struct rtier;
+
+struct rtier_config {
+	const char *conf;   /* ceph.conf path, NULL: librados' default */
+	const char *pool;   /* required */
+	const char *ns;	    /* namespace in the pool, NULL: none */
+	const char *id;	    /* client id ("admin" when NULL) */
+	unsigned timeout_s; /* per operation; 0: 10 */
+};
+
+/*
+ * Connects. On error returns -errno and writes one line saying what failed
+ * into err (errlen bytes).
+ */
+int rtier_open(struct rtier **out, const struct rtier_config *cfg, char *err,
+	       size_t errlen);
+void rtier_close(struct rtier *rt);
+
+/*
+ * Stores len bytes as path's block, with crcs (kv_nchunks(len) values),
+ * replacing any earlier one, and lists its name in its directory.
+ */
+int rtier_put(struct rtier *rt, const char *path, const void *buf, uint64_t len,
+	      const uint32_t *crcs);
+/*
+ * For n names in directory dir: found[i] (0/1) and, when found, sizes[i],
+ * from the directory's index in one round trip. A directory nobody stored
+ * into is found empty.
+ */
+int rtier_probe(struct rtier *rt, const char *dir, size_t n,
+		const char *const *names, int *found, uint64_t *sizes);
+/*
+ * Reads path's block and checks it: *buf (malloc'd) and *len. Errors:
+ * -ENOENT no such block; -ENODATA provably short (the object holds fewer
+ * bytes than its length says); -EBADMSG a CRC mismatch or damaged
+ * metadata; -ETIMEDOUT, -EIO, ... from the cluster.
+ */
+int rtier_get(struct rtier *rt, const char *path, void **buf, uint64_t *len);
+/* Removes path's block and its name in its directory; -ENOENT if none. */
+int rtier_remove(struct rtier *rt, const char *path);
+
+#endif

@@ -1,0 +1,86 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# The shared tier's RADOS client (fs/kvdb/rtier.c) against a real
+# throw-away cluster (scripts/ceph-test-cluster):
+#   1. rtier_test check: blocks of several sizes put and read back
+#      byte-exact, directory probes, removal, malformed paths;
+#   2. the failure policy's inputs: an object truncated with the rados
+#      tool reads as provably short (ENODATA); one with a flipped byte as
+#      a CRC mismatch (EBADMSG), and its object is still there;
+#   3. a stopped cluster: connecting fails with a timeout within the
+#      bound given, never hangs.
+# Exits 77 (skip) when Ceph is not installed (scripts/setup-deps --ceph).
+#
+# Environment: CEPH_TEST_CLUSTER (scripts/ceph-test-cluster), RTIER_TEST
+# (tests/ceph/rtier_test).
+set -u -o pipefail
+
+CTC=${CEPH_TEST_CLUSTER:?CEPH_TEST_CLUSTER is not set}
+RT=${RTIER_TEST:?RTIER_TEST is not set}
+NAME=ceph_rtier
+log() { echo "[$NAME] $*" >&2; }
+fail() {
+	echo "[$NAME] FAIL: $*" >&2
+	exit 1
+}
+command -v ceph-mon >/dev/null && command -v rados >/dev/null || {
+	log "SKIP: Ceph is not installed (scripts/setup-deps --ceph)"
+	exit 77
+}
+T=$(mktemp -d /var/tmp/kvfs-rtier.XXXXXX) || fail "mktemp"
+cleanup() {
+	"$CTC" stop "$T/c"
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+line=$(timeout 120 "$CTC" start "$T/c" 2>"$T/start.err") || {
+	cat "$T/start.err" >&2
+	fail "cluster start"
+}
+CONF=$T/c/ceph.conf
+POOL=kv
+log "cluster: $line"
+
+# expect WANT ARGS...: rtier_test's output must be WANT (bounded).
+expect() {
+	local want=$1 got
+	shift
+	got=$(timeout 120 "$RT" "$CONF" "$POOL" "$@") ||
+		fail "rtier_test $*: exit $? ($got)"
+	[ "$got" = "$want" ] || fail "rtier_test $*: '$got' (want '$want')"
+}
+
+# 1.
+expect "check: 0 failures" check
+log "put/get/probe/remove: all checks passed"
+
+# 2. Torn and corrupt objects.
+expect "put: OK" put /t/torn $((2 << 20)) 7
+timeout 60 rados -c "$CONF" -p "$POOL" truncate b:/t/torn 1000000 ||
+	fail "rados truncate"
+expect "get: ENODATA" get /t/torn $((2 << 20)) 7
+expect "put: OK" put /t/flip $((1 << 20)) 8
+timeout 60 rados -c "$CONF" -p "$POOL" get b:/t/flip "$T/flip" ||
+	fail "rados get"
+printf '\xff' | dd of="$T/flip" bs=1 seek=500000 conv=notrunc status=none
+timeout 60 rados -c "$CONF" -p "$POOL" put b:/t/flip "$T/flip" ||
+	fail "rados put"
+expect "get: EBADMSG" get /t/flip $((1 << 20)) 8
+timeout 60 rados -c "$CONF" -p "$POOL" stat b:/t/flip >/dev/null ||
+	fail "the corrupt object is gone"
+log "truncated object: ENODATA; flipped byte: EBADMSG, object kept"
+
+# 3. The cluster stopped: a bounded failure.
+"$CTC" stop "$T/c"
+start=$SECONDS
+out=$(timeout 60 "$RT" "$CONF" "$POOL" open 3) || fail "open hung or crashed"
+case $out in
+"open: OK") fail "connected to a stopped cluster" ;;
+"open: "*) ;;
+*) fail "open printed '$out'" ;;
+esac
+[ $((SECONDS - start)) -le 30 ] ||
+	fail "a 3 s timeout took $((SECONDS - start)) s"
+log "stopped cluster: '$out' after $((SECONDS - start)) s"
+log "PASS"
