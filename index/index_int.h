@@ -107,9 +107,17 @@ extern const char *const idx_xattr_sql[IDX_NSTMT];
 extern const char *const idx_rec_sql[IDX_NSTMT];
 
 /* Columns 0..IDX_ATTR_NCOLS-1 of every statement that yields attributes. */
-/* A regular file created and never saved since (see idx_purge_pending). */
+/*
+ * A regular file created and never saved since (see idx_purge_pending).
+ * "+file_id": so that SQLite searches inodes_pending, not inodes_file_id
+ * (every inode without a record: 0.6 s with 1M blocks).
+ */
 #define IDX_PENDING                                                            \
-	"(i.mode & 0xF000) = 32768 AND i.file_id = 0 AND i.hdr_len = -1 "
+	"i.hdr_len = -1 AND (i.mode & 0xF000) = 32768 AND +i.file_id = 0 "
+/* The partial index that finds them without reading every inode. */
+#define IDX_PENDING_INDEX_SQL                                                  \
+	"CREATE INDEX IF NOT EXISTS inodes_pending ON inodes (ino) "           \
+	"WHERE hdr_len = -1;"
 
 #define IDX_ATTR_COLS                                                          \
 	"i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.atime_ns, "           \

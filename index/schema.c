@@ -131,7 +131,8 @@ static const char idx_schema_sql[] =
 	"CREATE INDEX inodes_file_id ON inodes (file_id, rec_off);"
 	"CREATE INDEX inodes_orphans ON inodes (ino) WHERE nlink = 0;"
 	"CREATE INDEX inodes_lru ON inodes (lru_ns, ino) WHERE file_id != 0;"
-	"CREATE INDEX dentries_tmp ON dentries (id) WHERE name LIKE '%.tmp';"
+	"CREATE INDEX dentries_tmp ON dentries (id) WHERE name LIKE "
+	"'%.tmp';" IDX_PENDING_INDEX_SQL
 	"CREATE TRIGGER inodes_ai AFTER INSERT ON inodes BEGIN"
 	" UPDATE stats SET ninodes = ninodes + (NEW.nlink > 0),"
 	"  nbytes = nbytes + ((NEW.mode & 0xF000) = 0x8000) * NEW.size;"
