@@ -525,24 +525,25 @@ void fs_fill_stat(struct stat *st, const struct idx_attr *a)
 	st->st_ctim = fs_ts(a->ctime_ns);
 }
 
-int node_evict_name(struct fs *fs, const struct idx_name *e)
+int node_unname(struct fs *fs, const struct idx_name *e, int evict)
 {
 	int64_t now = fs_now_ns();
 	struct idx_attr a;
 	uint32_t nlink;
 	uint64_t ino;
-	int rc;
 
-	if (node_is_busy(fs, e->ino))
-		return 0;
 	/* The name may have been replaced since the listing. */
 	if (idx_lookup(fs->idx, e->parent, e->name, &a) < 0 || a.ino != e->ino)
 		return 0;
-	rc = idx_unlink(fs->idx, e->parent, e->name, 0, now, &ino, &nlink);
-	if (rc < 0)
+	if (idx_unlink(fs->idx, e->parent, e->name, 0, now, &ino, &nlink) < 0)
 		return 0;
 	vc_bump(fs->vc, e->parent, e->name, 0, 0);
 	notify_entry(fs->notify, e->parent, e->name);
-	node_relink(fs, ino, nlink, now, 1);
+	node_relink(fs, ino, nlink, now, evict);
 	return 1;
+}
+
+int node_evict_name(struct fs *fs, const struct idx_name *e)
+{
+	return node_is_busy(fs, e->ino) ? 0 : node_unname(fs, e, 1);
 }

@@ -89,6 +89,12 @@ void fs_relink(struct fs *fs, uint64_t ino, uint32_t nlink, int64_t now);
  * unsaved, or the name changed since e was listed).
  */
 int node_evict_name(struct fs *fs, const struct idx_name *e);
+/*
+ * node_evict_name() without the busy check, and with evict 0 the record is
+ * freed only when nothing holds the inode (as for an unlink): the daemon
+ * removing a name for a reason of its own. 1 when removed.
+ */
+int node_unname(struct fs *fs, const struct idx_name *e, int evict);
 /* An inode's attributes as a struct stat (what getattr replies). */
 void fs_fill_stat(struct stat *st, const struct idx_attr *a);
 /* Drops one kernel lookup of ino (a reply the kernel never got). */

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,7 +224,7 @@ static struct wb_job *wb_pick(struct wb *wb)
 }
 
 /* Appends job j's bytes as a record (the writer's part of a save). */
-static void wb_append(struct fs *fs, struct wb *wb, struct wb_job *j)
+static void wb_append(struct fs *fs, struct wb_job *j)
 {
 	struct node *n = j->n;
 	uint64_t size = j->b.size;
@@ -263,8 +264,6 @@ out:
 			 "goes back to its last saved state",
 			 path, (unsigned long long)n->ino,
 			 (unsigned long long)size, strerror(-rc));
-	else
-		__atomic_fetch_add(&wb->st.appends, 1, __ATOMIC_RELAXED);
 	j->rc = rc;
 	free(iov);
 }
@@ -290,11 +289,13 @@ static void *wb_writer(void *arg)
 			break;
 		pthread_mutex_unlock(&wb->lock);
 		if (!j->superseded)
-			wb_append(wb->fs, wb, j);
+			wb_append(wb->fs, j);
 		pthread_mutex_lock(&wb->lock);
 		if (!j->superseded)
 			j->n->wb_writing--;
 		j->state = WB_LANDED;
+		if (j->ext.file_id)
+			wb->st.appends++;
 		wb_job_to(&wb->lhead, &wb->ltail, j);
 		pthread_cond_signal(&wb->landed);
 		/* A save of the same node may be pickable now. */
@@ -388,28 +389,16 @@ static void wb_settle(struct fs *fs, struct wb_job *j, int rc, int *inval)
  */
 static void wb_unname(struct fs *fs, struct node *n)
 {
-	int64_t now = fs_now_ns();
-	struct idx_attr a;
-	uint64_t parent, ino;
-	uint32_t nlink;
-	char *name, *path = node_path(fs, n);
-	int rc = -ENOMEM;
+	struct idx_name e = {.ino = n->ino};
+	char *path = node_path(fs, n);
 
 	pthread_mutex_lock(&fs->nodes_lock);
-	parent = n->parent;
-	name = n->name ? strdup(n->name) : NULL;
+	e.parent = n->parent;
+	snprintf(e.name, sizeof(e.name), "%s", n->name ? n->name : "");
 	pthread_mutex_unlock(&fs->nodes_lock);
-	if (name && idx_lookup(fs->idx, parent, name, &a) == 0 &&
-	    a.ino == n->ino)
-		rc = idx_unlink(fs->idx, parent, name, 0, now, &ino, &nlink);
-	if (rc == 0) {
-		vc_bump(fs->vc, parent, name, 0, 0);
-		notify_entry(fs->notify, parent, name);
-		fs_relink(fs, ino, nlink, now);
+	if (node_unname(fs, &e, 0))
 		log_warn("%s removed: its bytes could not be saved",
 			 path ? path : "?");
-	}
-	free(name);
 	free(path);
 }
 
@@ -675,6 +664,5 @@ void wb_get_stats(struct fs *fs, struct wb_stats *out)
 	*out = wb->st;
 	out->queued_files = wb->outstanding;
 	pthread_mutex_unlock(&wb->lock);
-	out->appends = __atomic_load_n(&wb->st.appends, __ATOMIC_RELAXED);
 	out->queued_bytes = atomic_load(&fs->wb_queued_bytes);
 }
