@@ -47,8 +47,6 @@
  * though that blocks writers (see idx_checkpointer): 256 MiB.
  */
 #define IDX_CK_MAX 65536
-/* SQLite's page cache per connection, in KiB (negative: a size). */
-#define IDX_CACHE_KIB "-65536"
 /*
  * Size the WAL file is cut back to once it starts over (bytes): none, so
  * that new frames are appended, never written over old ones. A frame is
@@ -407,14 +405,7 @@ int idx_set_pragmas(struct idx *idx)
 	sqlite3_finalize(st);
 	if (rc)
 		return rc;
-	rc = idx_exec(idx, "PRAGMA synchronous = NORMAL");
-	/*
-	 * Hot index pages stay in the process, not only in the kernel's page
-	 * cache, which a serving host's other I/O keeps evicting.
-	 */
-	if (rc == 0)
-		rc = idx_exec(idx, "PRAGMA cache_size = " IDX_CACHE_KIB);
-	return rc;
+	return idx_exec(idx, "PRAGMA synchronous = NORMAL");
 }
 
 /* The text of statement sid: the one entry it has in idx_sql_tables. */
@@ -730,6 +721,18 @@ int idx_set_durable(struct idx *idx, int durable)
 	idx_lock(idx);
 	rc = idx_exec(idx, durable ? "PRAGMA synchronous = FULL"
 				   : "PRAGMA synchronous = NORMAL");
+	idx_unlock(idx);
+	return rc;
+}
+
+int idx_set_cache(struct idx *idx, unsigned kib)
+{
+	char sql[64];
+	int rc;
+
+	snprintf(sql, sizeof(sql), "PRAGMA cache_size = -%u", kib);
+	idx_lock(idx);
+	rc = idx_exec(idx, sql);
 	idx_unlock(idx);
 	return rc;
 }

@@ -241,6 +241,15 @@ int idx_removexattr(struct idx *idx, uint64_t ino, const char *name);
 int idx_set_durable(struct idx *idx, int durable);
 
 /*
+ * SQLite's page cache of this connection, in KiB (SQLite's default is
+ * 2000): the daemon's main connection keeps its hot pages in the process,
+ * not only in the kernel's page cache, which a serving host's other I/O
+ * keeps evicting. Connections that scan (counts, fsck) keep the default,
+ * which a scan would otherwise fill.
+ */
+int idx_set_cache(struct idx *idx, unsigned kib);
+
+/*
  * Makes every committed transaction durable (a full WAL checkpoint, which
  * syncs the log and the database file).
  */

@@ -101,6 +101,10 @@ int kvdb_open_index(struct kvdb *db, struct kvdb_error *err)
 			  path, strerror(-rc));
 		return rc;
 	}
+	/* The daemon's connection (idx_set_cache); a failure only costs speed. */
+	if ((db->flags & KVDB_STORE) &&
+	    idx_set_cache(db->idx, KVDB_DAEMON_CACHE_KIB) < 0)
+		log_warn("%s: cannot enlarge the index's page cache", path);
 	/* Every commit synchronous: gc unlinks nothing before it is durable. */
 	if (db->flags & KVDB_INDEX_DURABLE) {
 		rc = idx_set_durable(db->idx, 1);

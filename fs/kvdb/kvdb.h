@@ -62,8 +62,13 @@ struct kvdb_hooks {
 #define KVDB_NO_INDEX 0x4u	/* open the index later (kvdb_open_index) */
 #define KVDB_INDEX_DURABLE 0x8u /* every commit synchronous=FULL */
 #define KVDB_INDEX_COUNT 0x10u	/* read db->counts (proves it readable) */
-/* Open the block store (db->store, kvdb_opts.store), not the data files. */
+/*
+ * Open the block store (db->store, kvdb_opts.store), not the data files:
+ * the daemon, whose index connection also gets KVDB_DAEMON_CACHE_KIB of
+ * page cache (idx_set_cache).
+ */
 #define KVDB_STORE 0x20u
+#define KVDB_DAEMON_CACHE_KIB 65536u
 /* A missing index.db is made: its root kvdb_opts.root_mode, our uid/gid. */
 #define KVDB_INDEX_CREATE 0x40u
 

@@ -55,11 +55,8 @@ int node_budget_wait(struct fs *fs, uint64_t need, int (*stop)(void *),
 		struct timespec ts;
 
 		/* Only the write-behind queue drains on its own. */
-		if (atomic_load(&fs->wb_queued_bytes) == 0) {
-			rc = -EDQUOT;
-			break;
-		}
-		if (now - start >= fs->cfg.dirty_wait_ns) {
+		if (atomic_load(&fs->wb_queued_bytes) == 0 ||
+		    now - start >= fs->cfg.dirty_wait_ns) {
 			rc = -EDQUOT;
 			break;
 		}

@@ -12,20 +12,9 @@
 # Exits 77 (skip) when Ceph is not installed (scripts/setup-deps --ceph).
 #
 # Environment: CEPH_TEST_CLUSTER (scripts/ceph-test-cluster).
-set -u -o pipefail
-
-CTC=${CEPH_TEST_CLUSTER:?CEPH_TEST_CLUSTER is not set}
 NAME=ceph_cluster
-log() { echo "[$NAME] $*" >&2; }
-fail() {
-	echo "[$NAME] FAIL: $*" >&2
-	exit 1
-}
-command -v ceph-mon >/dev/null && command -v rados >/dev/null || {
-	log "SKIP: Ceph is not installed (scripts/setup-deps --ceph)"
-	exit 77
-}
-T=$(mktemp -d /var/tmp/kvfs-ceph.XXXXXX) || fail "mktemp"
+. "$(dirname "$0")/lib.sh"
+
 cleanup() {
 	local c
 	for c in "$T"/c*; do

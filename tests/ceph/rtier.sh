@@ -13,21 +13,10 @@
 #
 # Environment: CEPH_TEST_CLUSTER (scripts/ceph-test-cluster), RTIER_TEST
 # (tests/ceph/rtier_test).
-set -u -o pipefail
-
-CTC=${CEPH_TEST_CLUSTER:?CEPH_TEST_CLUSTER is not set}
-RT=${RTIER_TEST:?RTIER_TEST is not set}
 NAME=ceph_rtier
-log() { echo "[$NAME] $*" >&2; }
-fail() {
-	echo "[$NAME] FAIL: $*" >&2
-	exit 1
-}
-command -v ceph-mon >/dev/null && command -v rados >/dev/null || {
-	log "SKIP: Ceph is not installed (scripts/setup-deps --ceph)"
-	exit 77
-}
-T=$(mktemp -d /var/tmp/kvfs-rtier.XXXXXX) || fail "mktemp"
+. "$(dirname "$0")/lib.sh"
+RT=${RTIER_TEST:?RTIER_TEST is not set}
+
 cleanup() {
 	"$CTC" stop "$T/c"
 	rm -rf "$T"

@@ -129,6 +129,13 @@ kv_need() {
 	[ -n "$OUT" ] || t_fail "the daemon exports no kvfs_$2"
 }
 
+# kc_sync CASE [SECS]: kvfsctl sync of $MNT, bounded (60 s); a failure
+# fails CASE.
+kc_sync() {
+	bounded "${2:-60}" "$T_TMP/sync.out" "$KVFSCTL" sync "$MNT" ||
+		t_fail "$1: kvfsctl sync: $(cat "$T_TMP/sync.out")"
+}
+
 # nlines FILE REGEX: how many lines of FILE match.
 nlines() {
 	grep -c -E "$2" "$1"
@@ -336,8 +343,7 @@ case_queue() {
 			"commits since the writes"
 	t_log "c: fsync of f6 returned after $((Q_APPENDS - a0)) appends," \
 		"$((Q_COMMITS - c0)) commits ($Q_FILES files still queued)"
-	bounded 120 "$T_TMP/sync.out" "$KVFSCTL" sync "$MNT" ||
-		t_fail "c: kvfsctl sync: $(cat "$T_TMP/sync.out")"
+	kc_sync c 120
 	qstats "$MNT"
 	[ "$Q_FILES" -eq 0 ] ||
 		t_fail "c: kvfs_wb_queued_files $Q_FILES after kvfsctl sync"
@@ -418,8 +424,7 @@ case_kill_waiter() {
 	[ "$OUT" -eq $((4 * MiB)) ] || t_fail "d: q1 has $OUT bytes"
 	expect 30 "check: match" check "$MNT/q2.bin" $((4 * MiB)) 2
 	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_delay_ms 0
-	bounded 120 "$T_TMP/sync.out" "$KVFSCTL" sync "$MNT" ||
-		t_fail "d: kvfsctl sync: $(cat "$T_TMP/sync.out")"
+	kc_sync d 120
 	for i in 1 2 3; do
 		expect 30 "check: match" check "$MNT/q$i.bin" $((4 * MiB)) "$i"
 	done
@@ -434,8 +439,7 @@ case_save_error() {
 	fresh e "$NOCACHE"
 	log=${T_LOG[$MNT]}
 	expect 30 "write: OK" write "$MNT/old.bin" $((MiB + 5)) 1
-	bounded 60 "$T_TMP/sync.out" "$KVFSCTL" sync "$MNT" ||
-		t_fail "e: kvfsctl sync: $(cat "$T_TMP/sync.out")"
+	kc_sync e
 	kv_need "$MNT" wb_failed_total
 	f0=$OUT
 	nlog=$(nlines "$log" "could not be saved")
@@ -450,8 +454,7 @@ case_save_error() {
 	expect 30 "write: OK" write "$MNT/sync.bin" 4096 4
 	expect 30 "fsync: EIO" fsync "$MNT/sync.bin"
 	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_delay_ms 0
-	bounded 60 "$T_TMP/sync.out" "$KVFSCTL" sync "$MNT" ||
-		t_fail "e: kvfsctl sync: $(cat "$T_TMP/sync.out")"
+	kc_sync e
 	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_error 0
 	kv_need "$MNT" wb_failed_total
 	[ "$OUT" -ge $((f0 + 3)) ] ||
@@ -474,8 +477,7 @@ case_save_error() {
 	expect 10 "check: open ENOENT" check "$MNT/new.bin" $((2 * MiB)) 2
 	# And saving works again.
 	expect 30 "write: OK" write "$MNT/new.bin" $((2 * MiB)) 2
-	bounded 60 "$T_TMP/sync.out" "$KVFSCTL" sync "$MNT" ||
-		t_fail "e: kvfsctl sync: $(cat "$T_TMP/sync.out")"
+	kc_sync e
 	expect 30 "check: match" check "$MNT/new.bin" $((2 * MiB)) 2
 	t_log "e: failed saves: new files gone, old.bin kept, fsync EIO"
 	t_umount "$MNT"
@@ -487,8 +489,7 @@ case_evict_queued() {
 	t_log "f: a stored file rewritten (queued) and then evicted"
 	fresh f "$NOCACHE"
 	expect 30 "write: OK" write "$MNT/old.bin" $((MiB + 5)) 1
-	bounded 60 "$T_TMP/sync.out" "$KVFSCTL" sync "$MNT" ||
-		t_fail "f: kvfsctl sync: $(cat "$T_TMP/sync.out")"
+	kc_sync f
 	kv_need "$MNT" wb_cancelled_total
 	c0=$OUT
 	kv_need "$MNT" wb_failed_total
@@ -508,8 +509,7 @@ case_evict_queued() {
 	}
 	expect 10 "check: open ENOENT" check "$MNT/old.bin" $((2 * MiB)) 2
 	# ... and the eviction drops the save: nothing comes back.
-	bounded 60 "$T_TMP/sync.out" "$KVFSCTL" sync "$MNT" ||
-		t_fail "f: kvfsctl sync: $(cat "$T_TMP/sync.out")"
+	kc_sync f
 	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_delay_ms 0
 	kv_need "$MNT" wb_cancelled_total
 	[ "$OUT" -eq $((c0 + 1)) ] ||
