@@ -15,6 +15,13 @@
  *               and a listing is one omap read
  * PATH is the file's path within the mount ("/a/b.bin"), DIR its parent's
  * ("/a", "/" for the root). Names longer than RTIER_PATH_MAX are refused.
+ * A put also lists each ancestor directory's name in its parent's index
+ * (size RTIER_DIR), once per directory per struct rtier, so that another
+ * machine can walk from "/" to the block.
+ *   "u:" N      use shard N (0..RTIER_USE_SHARDS-1, by a hash of PATH):
+ *               omap key PATH, value last use (8 bytes LE, ns since the
+ *               epoch) and size (8 bytes LE)
+ *   "kvfs.sweeper" carries the sweeper's lock (rados_lock_exclusive)
  *
  * Every call waits at most the configured timeout for the cluster
  * (librados' op and mount timeouts), then fails with -ETIMEDOUT or the
@@ -29,6 +36,10 @@
 
 /* Longest PATH in an object name (RADOS allows 2048 by default). */
 #define RTIER_PATH_MAX 1024
+/* The size rtier_probe()/rtier_list() give for a directory's name. */
+#define RTIER_DIR UINT64_MAX
+/* Objects the last-use index is spread over. */
+#define RTIER_USE_SHARDS 16u
 
 struct rtier;
 
@@ -70,5 +81,40 @@ int rtier_probe(struct rtier *rt, const char *dir, size_t n,
 int rtier_get(struct rtier *rt, const char *path, void **buf, uint64_t *len);
 /* Removes path's block and its name in its directory; -ENOENT if none. */
 int rtier_remove(struct rtier *rt, const char *path);
+
+/*
+ * Lists directory dir from its index: fn gets each name and its size
+ * (RTIER_DIR for a directory) and returns non-zero to stop. A directory
+ * nobody stored into lists empty. Returns 0 or -errno.
+ */
+typedef int (*rtier_list_fn)(void *arg, const char *name, uint64_t size);
+int rtier_list(struct rtier *rt, const char *dir, rtier_list_fn fn, void *arg);
+
+/*
+ * Last use, for the shared sweeper: records that paths[i] (sizes[i] bytes)
+ * was used at times_ns[i], for n blocks, in few round trips (one per use
+ * shard touched). A put records its own use; a remove forgets it.
+ */
+int rtier_touch(struct rtier *rt, size_t n, const char *const *paths,
+		const uint64_t *sizes, const int64_t *times_ns);
+/* Bytes and blocks the use shards hold: what the sweeper counts. */
+int rtier_usage(struct rtier *rt, uint64_t *bytes, uint64_t *blocks);
+/* The pool's byte quota (ceph osd pool set-quota), 0 when it has none. */
+int rtier_quota(struct rtier *rt, uint64_t *bytes);
+/*
+ * The pool-wide sweeper lease: takes, or renews when cookie holds it, the
+ * one sweeper lock for lease_s seconds. Returns 1 held, 0 another holder
+ * has it, or -errno. When a holder dies its lease runs out and another
+ * machine's call takes it.
+ */
+int rtier_sweep_lock(struct rtier *rt, const char *cookie, unsigned lease_s);
+void rtier_sweep_unlock(struct rtier *rt, const char *cookie);
+/*
+ * Removes least recently used blocks (by the use shards) until the shards
+ * count at most target bytes: *removed blocks, *freed bytes. Only the
+ * lease holder should call it. Returns 0 or -errno.
+ */
+int rtier_sweep(struct rtier *rt, uint64_t target, uint64_t *removed,
+		uint64_t *freed);
 
 #endif
