@@ -243,7 +243,8 @@ static int rtier_meta(rados_xattrs_iter_t it, uint64_t *len, char **crcs,
 			have_len = vlen > 0 && *end == '\0';
 		} else if (strcmp(name, RTIER_XATTR_CRCS) == 0 && !*crcs) {
 			*crcs = malloc(vlen + 1);
-			if (*crcs)
+			/* An empty block's CRCs are empty: val may be NULL. */
+			if (*crcs && vlen)
 				memcpy(*crcs, val, vlen);
 			*ncrc_bytes = vlen;
 		}
