@@ -362,8 +362,8 @@ int rtier_remove(struct rtier *rt, const char *path)
 	rados_write_op_omap_rm_keys(op, &name, 1);
 	rc2 = rados_write_op_operate(op, rt->io, doid, NULL, 0);
 	rados_release_write_op(op);
-	rc = rados_remove(rt->io, boid);
-	if (rc == 0 && rc2 < 0 && rc2 != -ENOENT)
-		rc = rc2;
-	return rc;
+	/* A name still there keeps its block (and a sick cluster one wait). */
+	if (rc2 < 0 && rc2 != -ENOENT)
+		return rc2;
+	return rados_remove(rt->io, boid);
 }
