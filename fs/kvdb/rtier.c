@@ -429,8 +429,8 @@ int rtier_probe(struct rtier *rt, const char *dir, size_t n,
 			for (size_t i = 0; i < n; i++) {
 				if (found[i] || strcmp(key, names[i]) != 0)
 					continue;
-				found[i] = 1;
 				sizes[i] = vlen == 8 ? rtier_get_le64(val) : 0;
+				found[i] = sizes[i] != RTIER_SWEPT;
 			}
 	/* Made when the op was prepared: freed whatever the outcome. */
 	if (it)
@@ -608,6 +608,7 @@ static int rtier_list_page(struct rtier *rt, const char *oid, char *after,
 	int rc, prval = 0, stop = 0;
 	rados_read_op_t op;
 	char *key, *val;
+	uint64_t size;
 	size_t vlen;
 
 	*more = 0;
@@ -626,7 +627,8 @@ static int rtier_list_page(struct rtier *rt, const char *oid, char *after,
 			break;
 		}
 		strcpy(after, key);
-		stop = fn(arg, key, vlen == 8 ? rtier_get_le64(val) : 0);
+		size = vlen == 8 ? rtier_get_le64(val) : 0;
+		stop = size == RTIER_SWEPT ? 0 : fn(arg, key, size);
 	}
 	/* Made when the op was prepared: freed whatever the outcome. */
 	if (it)

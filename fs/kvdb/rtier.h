@@ -38,6 +38,13 @@
 #define RTIER_PATH_MAX 1024
 /* The size rtier_probe()/rtier_list() give for a directory's name. */
 #define RTIER_DIR UINT64_MAX
+/*
+ * A name's value in its directory's index once the sweeper removed its
+ * block: rtier_probe() gives found 0 with this size, so that a machine can
+ * tell a block swept for room (keep its local copy) from one removed by an
+ * unlink (drop it); rtier_list() skips it; a put replaces it.
+ */
+#define RTIER_SWEPT (UINT64_MAX - 1)
 /* Objects the last-use index is spread over. */
 #define RTIER_USE_SHARDS 16u
 

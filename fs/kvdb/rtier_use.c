@@ -478,10 +478,17 @@ static int rtier_sweep_step(struct rtier *rt, struct rtier_batch *b,
 			rtier_batch_wait(b, 0);
 			return -ENOMEM;
 		}
-		if (blocks)
+		if (blocks) {
 			rados_write_op_remove(op);
-		else
-			rados_write_op_omap_rm_keys(op, &name, 1);
+		} else {
+			/* Swept, not removed: machines keep their copies. */
+			char val[8];
+			const char *vals[1] = {val};
+			size_t lens[1] = {sizeof(val)};
+
+			rtier_le64(val, RTIER_SWEPT);
+			rados_write_op_omap_set(op, &name, vals, lens, 1);
+		}
 		/* Room was reserved: the op is recorded, whatever the outcome. */
 		rtier_batch_add(rt, b, op, blocks ? boid : doid);
 		map[k++] = i;

@@ -236,9 +236,8 @@ static void test_lru_bound_and_touch(void **state)
 static void test_ttl_expires_resolved(void **state)
 {
 	struct tv_fx *fx = *state;
-	struct vc_config cfg = {.retain = 8,
-				.miss_ttl_ns = 1000,
-				.hit_ttl_ns = 5000};
+	struct vc_config cfg = {
+		.retain = 8, .miss_ttl_ns = 1000, .hit_ttl_ns = 5000};
 	struct tv_waiter w[4] = {0};
 	uint64_t ga, gb, g;
 
