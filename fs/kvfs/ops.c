@@ -489,7 +489,7 @@ static int fs_share_rename(struct fs *fs, fuse_req_t req, uint64_t parent,
 	*ino = a.ino;
 	if (share_path(fs, parent, name, old, len) < 0)
 		old[0] = '\0';
-	rc = node_get(fs, a.ino, &a, 0, NULL, 0, &n);
+	rc = node_get(fs, a.ino, &a, parent, name, 0, &n);
 	if (rc < 0)
 		return rc;
 	rc = share_pull(fs, n, req);

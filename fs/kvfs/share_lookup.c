@@ -29,8 +29,9 @@
 int share_is_stub(const struct node *n)
 {
 	return S_ISREG(n->attr.mode) && n->attr.size > 0 &&
-	       n->attr.ext.file_id == 0 && !n->dirty && !n->cached && !n->wb &&
-	       !n->evicted && n->attr.nlink > 0;
+	       n->attr.ext.file_id == 0 && n->attr.ext.hdr_len == KV_EXT_STUB &&
+	       !n->dirty && !n->cached && !n->wb && !n->evicted &&
+	       n->attr.nlink > 0;
 }
 
 /*
