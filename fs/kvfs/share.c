@@ -313,41 +313,24 @@ static int share_bytes(struct fs *fs, uint64_t ino, char **buf, uint64_t *len)
 	return rc;
 }
 
-/* ino's path and bytes for its put; -EAGAIN for a temporary name. */
-static int share_read(struct fs *fs, uint64_t ino, char *path, size_t plen,
-		      char **buf, uint64_t *len)
-{
-	int rc = idx_path(fs->idx, ino, path, plen);
-
-	*buf = NULL;
-	if (rc == 0 && share_is_tmp(strrchr(path, '/') + 1))
-		rc = -EAGAIN;
-	if (rc == 0)
-		rc = share_bytes(fs, ino, buf, len);
-	if (rc < 0) {
-		free(*buf);
-		*buf = NULL;
-		if (rc != -EAGAIN && rc != -ENOENT)
-			log_warn("shared tier: cannot read %s for its put: %s",
-				 path, fs_read_error(rc));
-	}
-	return rc;
-}
-
-/* Puts ino under its current name. Put thread. */
-static void share_put_one(struct share *sh, uint64_t ino)
+/* Puts ino's bytes under path (resolved at dequeue). Put thread. */
+static void share_put_one(struct share *sh, uint64_t ino, const char *path)
 {
 	struct fs *fs = sh->fs;
-	char path[RTIER_PATH_MAX + 1];
 	uint32_t *crcs = NULL;
 	struct rtier *rt;
 	uint64_t len = 0, t0;
 	char *buf = NULL;
 	int rc;
 
-	rc = share_read(fs, ino, path, sizeof(path), &buf, &len);
-	if (rc < 0)
+	rc = share_bytes(fs, ino, &buf, &len);
+	if (rc < 0) {
+		if (rc != -EAGAIN && rc != -ENOENT)
+			log_warn("shared tier: cannot read %s for its put: %s",
+				 path, fs_read_error(rc));
+		free(buf);
 		return;
+	}
 	crcs = malloc((kv_nchunks(len) + 1) * sizeof(*crcs));
 	for (uint32_t i = 0; crcs && i < kv_nchunks(len); i++) {
 		uint64_t o = (uint64_t)i * KV_CHUNK_SIZE;
@@ -389,10 +372,50 @@ static void share_remove_one(struct share *sh, const char *path)
 		share_fail(sh, rc, path);
 }
 
+/*
+ * The path of the queue's first op (a put's is its inode's name now):
+ * 0, or -errno when the op has nothing to do (no name, a temporary one).
+ * sh->lock held.
+ */
+static int share_head_path(struct share *sh, char *path, size_t len)
+{
+	const struct share_op *op = sh->qhead;
+	int rc;
+
+	if (op->kind == SHARE_REMOVE) {
+		snprintf(path, len, "%s", op->path);
+		return 0;
+	}
+	rc = idx_path(sh->fs->idx, op->ino, path, len);
+	if (rc == 0 && share_is_tmp(strrchr(path, '/') + 1))
+		rc = -EAGAIN;
+	return rc;
+}
+
+/*
+ * The slot of the op running on path ("": an idle slot), or -1. sh->lock
+ * held.
+ */
+static int share_running(const struct share *sh, const char *path)
+{
+	for (int i = 0; i < SHARE_PUTTERS; i++)
+		if (strcmp(sh->running[i], path) == 0)
+			return i;
+	return -1;
+}
+
+/*
+ * One of SHARE_PUTTERS put threads. Ops start in queue order, and one on
+ * a path some thread is running waits for it (the queue's head waits, so
+ * the ops on one path keep their order: a remove is never overtaken by an
+ * earlier put of the same path).
+ */
 static void *share_putter(void *arg)
 {
+	char path[RTIER_PATH_MAX + 1];
 	struct share *sh = arg;
 	struct share_op *op;
+	int rc, slot;
 
 	if (setpriority(PRIO_PROCESS, (id_t)gettid(), SHARE_NICE) < 0)
 		log_debug("shared tier: put thread keeps nice 0: %s",
@@ -405,22 +428,32 @@ static void *share_putter(void *arg)
 			pthread_cond_wait(&sh->cond, &sh->lock);
 		if (sh->stop)
 			break;
+		rc = share_head_path(sh, path, sizeof(path));
+		if (rc == 0 && share_running(sh, path) >= 0) {
+			pthread_cond_wait(&sh->cond, &sh->lock);
+			continue;
+		}
 		op = sh->qhead;
 		sh->qhead = op->next;
 		if (!sh->qhead)
 			sh->qtail = NULL;
 		if (op->kind == SHARE_PUT)
 			set_del(&sh->queued, op->ino);
-		sh->busy = 1;
-		pthread_mutex_unlock(&sh->lock);
-		if (op->kind == SHARE_PUT)
-			share_put_one(sh, op->ino);
-		else
-			share_remove_one(sh, op->path);
+		slot = rc == 0 ? share_running(sh, "") : -1;
+		if (slot >= 0) {
+			snprintf(sh->running[slot], sizeof(sh->running[slot]),
+				 "%s", path);
+			pthread_mutex_unlock(&sh->lock);
+			if (op->kind == SHARE_PUT)
+				share_put_one(sh, op->ino, path);
+			else
+				share_remove_one(sh, op->path);
+			pthread_mutex_lock(&sh->lock);
+			sh->running[slot][0] = '\0';
+		}
 		free(op);
-		pthread_mutex_lock(&sh->lock);
 		sh->nqueued--;
-		sh->busy = 0;
+		pthread_cond_broadcast(&sh->cond);
 		pthread_cond_broadcast(&sh->idle);
 	}
 	pthread_mutex_unlock(&sh->lock);
@@ -454,7 +487,7 @@ int share_drain(struct fs *fs, int timeout_ms)
 		dl.tv_nsec -= 1000000000;
 	}
 	pthread_mutex_lock(&sh->lock);
-	while ((sh->qhead || sh->busy) && rc == 0) {
+	while (sh->nqueued && rc == 0) {
 		if (!atomic_load(&sh->reachable)) {
 			rc = -ENOTCONN;
 			break;
