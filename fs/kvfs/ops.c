@@ -342,6 +342,7 @@ static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fs_reply_err(req, rc);
 		return;
 	}
+	share_mkdir(fs_of(req), parent, name, n->ino);
 	fs_reply_new(req, n);
 }
 

@@ -17,7 +17,9 @@
 #include "share.h"
 
 /* Put threads: puts of different paths run side by side. */
-#define SHARE_PUTTERS 4
+#define SHARE_PUTTERS 2
+/* Slots of the two lossy caches below (a power of two). */
+#define SHARE_RECENT 4096u
 
 struct rtier;
 struct share_op;
@@ -94,6 +96,21 @@ struct share {
 	pthread_mutex_t mark_lock;
 	struct share_set shared;  /* protected by mark_lock */
 	struct share_set touched; /* last uses for the next batch, too */
+
+	/*
+	 * What spares a store its round trips (share_lookup.c), both lossy,
+	 * direct-mapped, protected by mark_lock: names RADOS said it lacks,
+	 * and directories made here while RADOS lacked them, with when RADOS
+	 * said so. A name in such a directory is a miss there too for as long
+	 * as a miss is believed (rados_negative_timeout): any block stored
+	 * below it would have listed the directory.
+	 */
+	struct {
+		uint64_t parent, hash, t;
+	} missed[SHARE_RECENT];
+	struct {
+		uint64_t ino, t;
+	} absent[SHARE_RECENT];
 
 	int threads; /* started: put threads, keeper */
 	pthread_t putters[SHARE_PUTTERS], keeper;
