@@ -104,6 +104,16 @@ int idx_create(struct idx *idx, uint64_t parent, const char *name,
 int idx_create_stub(struct idx *idx, uint64_t parent, const char *name,
 		    struct idx_attr *attr);
 /*
+ * idx_create_stub() and directory idx_create() for n names in directory
+ * parent, in one transaction (the shared tier's listing of a directory):
+ * attrs[i] carries mode (S_IFREG with size: a stub; S_IFDIR), owner and
+ * times, and gets ino (0 when that name was not made: it exists already,
+ * or is not a valid name). Returns how many were made, or -errno when the
+ * transaction failed (then none was).
+ */
+int idx_create_many(struct idx *idx, uint64_t parent, size_t n,
+		    const char *const *names, struct idx_attr *attrs);
+/*
  * Copies a symlink's target into buf (NUL-terminated, truncated to len-1).
  * Returns its full length, -EINVAL when ino is not a symlink.
  */

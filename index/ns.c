@@ -469,6 +469,40 @@ int idx_create_stub(struct idx *idx, uint64_t parent, const char *name,
 	return rc;
 }
 
+int idx_create_many(struct idx *idx, uint64_t parent, size_t n,
+		    const char *const *names, struct idx_attr *attrs)
+{
+	int rc, made = 0;
+
+	rc = idx_enter(idx, 1);
+	if (rc)
+		return rc;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		struct idx_attr *a = &attrs[i];
+		int r = idx_check_new_name(names[i]);
+
+		if (r == 0 && !S_ISREG(a->mode) && !S_ISDIR(a->mode))
+			r = -EINVAL;
+		a->nlink = S_ISDIR(a->mode) ? 2 : 1;
+		a->ext = (struct kv_extent){0};
+		if (S_ISDIR(a->mode))
+			a->size = 0;
+		if (r == 0)
+			r = idx_create_txn(idx, parent, names[i], a, NULL);
+		if (r == 0 && S_ISREG(a->mode) && a->size > 0)
+			a->ext.hdr_len = KV_EXT_STUB;
+		if (r == 0)
+			made++;
+		else
+			a->ino = 0;
+		/* Only the transaction's own failures end it. */
+		if (r < 0 && r != -EEXIST && r != -EINVAL && r != -ENAMETOOLONG)
+			rc = r;
+	}
+	rc = idx_leave(idx, rc);
+	return rc < 0 ? rc : made;
+}
+
 int idx_create_ino(struct idx *idx, uint64_t parent, const char *name,
 		   struct idx_attr *attr, uint64_t ino)
 {

@@ -503,6 +503,7 @@ int share_drain(struct fs *fs, int timeout_ms)
 int share_start(struct fs *fs)
 {
 	char host[64] = "";
+	struct idx_attr root;
 	struct share *sh;
 	int rc;
 
@@ -522,6 +523,10 @@ int share_start(struct fs *fs)
 	gethostname(host, sizeof(host) - 1);
 	snprintf(sh->cookie, sizeof(sh->cookie), "%.63s.%ld.%llx", host,
 		 (long)getpid(), (unsigned long long)clock_monotonic_ns());
+	if (idx_getattr(fs->idx, KV_ROOT_INO, &root) == 0) {
+		sh->uid = root.uid;
+		sh->gid = root.gid;
+	}
 	fs->share = sh;
 	fs->saved = share_saved;
 	share_connect(sh);

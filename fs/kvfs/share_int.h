@@ -18,8 +18,10 @@
 
 /* Put threads: puts of different paths run side by side. */
 #define SHARE_PUTTERS 2
-/* Slots of the two lossy caches below (a power of two). */
+/* Slots of the lossy caches below (a power of two). */
 #define SHARE_RECENT 4096u
+/* Names a lookup's listing of a directory takes (one RADOS page). */
+#define SHARE_FETCH_BATCH 512u
 
 struct rtier;
 struct share_op;
@@ -98,19 +100,22 @@ struct share {
 	struct share_set touched; /* last uses for the next batch, too */
 
 	/*
-	 * What spares a store its round trips (share_lookup.c), both lossy,
-	 * direct-mapped, protected by mark_lock: names RADOS said it lacks,
-	 * and directories made here while RADOS lacked them, with when RADOS
-	 * said so. A name in such a directory is a miss there too for as long
-	 * as a miss is believed (rados_negative_timeout): any block stored
-	 * below it would have listed the directory.
+	 * What spares lookups their round trips (share_lookup.c), lossy,
+	 * direct-mapped, protected by mark_lock: names RADOS said it lacks;
+	 * directories whose names in RADOS this machine knew whole at t (a
+	 * whole listing, all made local, or a directory made here while
+	 * RADOS lacked its name: any block stored below it would have listed
+	 * it), so that a name not here is a miss for as long as a miss is
+	 * believed (rados_negative_timeout); directories too big to list.
 	 */
 	struct {
 		uint64_t parent, hash, t;
 	} missed[SHARE_RECENT];
 	struct {
 		uint64_t ino, t;
-	} absent[SHARE_RECENT];
+	} whole[SHARE_RECENT];
+	uint64_t big[SHARE_RECENT];
+	uint32_t uid, gid; /* owner of what the tier makes: the root's */
 
 	int threads; /* started: put threads, keeper */
 	pthread_t putters[SHARE_PUTTERS], keeper;
@@ -127,6 +132,8 @@ int share_threads_start(struct share *sh, void *(*putter)(void *));
 void share_free(struct share *sh);
 /* Frees the ops still queued (at stop, the threads gone). */
 void share_queue_clear(struct share *sh);
+/* Directory ino's names in RADOS were all local at t. */
+void share_set_whole(struct share *sh, uint64_t ino, uint64_t t);
 /* Opens a fresh connection and swaps it in (keeper, start). */
 void share_connect(struct share *sh);
 

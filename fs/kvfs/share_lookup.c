@@ -38,21 +38,22 @@ int share_is_stub(const struct node *n)
 /*
  * Gives (parent, name), which RADOS has, a local entry: a directory, or a
  * stub of size bytes. *ino is the entry's (or the one a racing create
- * made). Owner: the mount's root directory's.
+ * made). Owner: the mount's root directory's. The kernel's copy of the
+ * parent's times and link count is left to its attribute timeout:
+ * invalidating it would cost the next lookup there a GETATTR.
  */
 static int share_materialize(struct fs *fs, uint64_t parent, const char *name,
 			     uint64_t size, uint64_t *ino)
 {
+	struct share *sh = fs->share;
 	int64_t now = fs_now_ns();
-	struct idx_attr a = {0}, root;
+	struct idx_attr a = {.uid = sh->uid,
+			     .gid = sh->gid,
+			     .atime_ns = now,
+			     .mtime_ns = now,
+			     .ctime_ns = now};
 	int rc;
 
-	rc = idx_getattr(fs->idx, KV_ROOT_INO, &root);
-	if (rc < 0)
-		return rc;
-	a.uid = root.uid;
-	a.gid = root.gid;
-	a.atime_ns = a.mtime_ns = a.ctime_ns = now;
 	if (size == RTIER_DIR) {
 		a.mode = S_IFDIR | 0755;
 		rc = idx_create(fs->idx, parent, name, &a, NULL);
@@ -67,12 +68,7 @@ static int share_materialize(struct fs *fs, uint64_t parent, const char *name,
 		return rc;
 	*ino = a.ino;
 	if (S_ISREG(a.mode))
-		share_mark(fs->share, a.ino);
-	/*
-	 * The kernel's copy of the parent's times and link count is left to
-	 * its attribute timeout: invalidating it would cost every lookup in
-	 * a new directory a GETATTR round trip.
-	 */
+		share_mark(sh, a.ino);
 	return 0;
 }
 
@@ -103,40 +99,70 @@ static size_t share_ino_slot(uint64_t ino)
 	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 40) % SHARE_RECENT;
 }
 
-/* Whether RADOS lacked the names of directory ino recently: 0 or when. */
-static uint64_t share_absent_since(struct share *sh, uint64_t ino, uint64_t now)
+/*
+ * When this machine last knew directory ino's names in RADOS whole (a
+ * whole listing, or made here while RADOS lacked it), if a miss is still
+ * believed since (rados_negative_timeout); else 0.
+ */
+static uint64_t share_whole_since(struct share *sh, uint64_t ino, uint64_t now)
 {
 	uint64_t ttl = (uint64_t)(sh->fs->cfg.negative_timeout * 1e9), t = 0;
 	size_t i = share_ino_slot(ino);
 
 	pthread_mutex_lock(&sh->mark_lock);
-	if (sh->absent[i].ino == ino && now - sh->absent[i].t < ttl)
-		t = sh->absent[i].t;
+	if (sh->whole[i].ino == ino && now - sh->whole[i].t < ttl)
+		t = sh->whole[i].t;
 	pthread_mutex_unlock(&sh->mark_lock);
 	return t;
+}
+
+void share_set_whole(struct share *sh, uint64_t ino, uint64_t t)
+{
+	size_t i = share_ino_slot(ino);
+
+	pthread_mutex_lock(&sh->mark_lock);
+	sh->whole[i].ino = ino;
+	sh->whole[i].t = t;
+	pthread_mutex_unlock(&sh->mark_lock);
+}
+
+/* Directory ino lists more than SHARE_FETCH_BATCH names: probe by name. */
+static int share_big(struct share *sh, uint64_t ino)
+{
+	size_t i = share_ino_slot(ino);
+	int r;
+
+	pthread_mutex_lock(&sh->mark_lock);
+	r = sh->big[i] == ino;
+	pthread_mutex_unlock(&sh->mark_lock);
+	return r;
+}
+
+static void share_set_big(struct share *sh, uint64_t ino)
+{
+	pthread_mutex_lock(&sh->mark_lock);
+	sh->big[share_ino_slot(ino)] = ino;
+	pthread_mutex_unlock(&sh->mark_lock);
 }
 
 void share_mkdir(struct fs *fs, uint64_t parent, const char *name, uint64_t ino)
 {
 	struct share *sh = fs->share;
-	uint64_t now = clock_monotonic_ns(), h, t;
+	uint64_t h, t;
 	size_t i;
 
 	if (!sh)
 		return;
-	t = share_absent_since(sh, parent, now);
+	t = share_whole_since(sh, parent, clock_monotonic_ns());
 	h = share_name_hash(parent, name);
 	i = (size_t)(h % SHARE_RECENT);
 	pthread_mutex_lock(&sh->mark_lock);
 	/* Its name was a miss in RADOS: nothing below it there either. */
 	if (!t && sh->missed[i].parent == parent && sh->missed[i].hash == h)
 		t = sh->missed[i].t;
-	if (t) {
-		i = share_ino_slot(ino);
-		sh->absent[i].ino = ino;
-		sh->absent[i].t = t;
-	}
 	pthread_mutex_unlock(&sh->mark_lock);
+	if (t)
+		share_set_whole(sh, ino, t);
 }
 
 /* RADOS lacks (parent, name) as of now. */
@@ -182,28 +208,128 @@ static int share_wants(struct share *sh, const char *name, int found,
 	return !share_is_tmp(name) && (!found || share_marked(sh, ino));
 }
 
-/* Probes the keys of one directory (idx: their positions). */
-static int share_probe_dir(struct fs *fs, struct rtier *rt, uint64_t parent,
-			   size_t g, const size_t *idx,
-			   const char *const *names, int *found, uint64_t *inos)
+/* A directory's listing in RADOS, given local entries in batches. */
+struct share_fetch {
+	struct fs *fs;
+	uint64_t dir;
+	size_t max;		 /* names to take at most */
+	const char *const *skip; /* the probing batch's names: no bump */
+	size_t nskip;
+	const char *names[SHARE_FETCH_BATCH];
+	struct idx_attr attrs[SHARE_FETCH_BATCH];
+	size_t n;
+	size_t total;
+	int full; /* more than max names */
+	int rc;
+};
+
+static int share_skipped(const struct share_fetch *f, const char *name)
+{
+	for (size_t i = 0; i < f->nskip; i++)
+		if (strcmp(f->skip[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+/* Makes the gathered names local entries (one transaction). */
+static void share_fetch_flush(struct share_fetch *f)
+{
+	struct share *sh = f->fs->share;
+	int rc = f->n ? idx_create_many(f->fs->idx, f->dir, f->n, f->names,
+					f->attrs)
+		      : 0;
+
+	for (size_t i = 0; i < f->n; i++) {
+		if (rc > 0 && f->attrs[i].ino) {
+			if (S_ISREG(f->attrs[i].mode))
+				share_mark(sh, f->attrs[i].ino);
+			/* A cached miss of it is wrong now. */
+			if (!share_skipped(f, f->names[i]))
+				vc_bump(f->fs->vc, f->dir, f->names[i], 1,
+					f->attrs[i].ino);
+		}
+		free((char *)f->names[i]);
+	}
+	f->n = 0;
+	if (rc < 0 && f->rc == 0)
+		f->rc = rc;
+}
+
+static int share_fetch_one(void *arg, const char *name, uint64_t size)
+{
+	struct share_fetch *f = arg;
+	struct share *sh = f->fs->share;
+	int64_t now = fs_now_ns();
+
+	if (f->total >= f->max) {
+		f->full = 1;
+		return 1;
+	}
+	f->total++;
+	if (strlen(name) > IDX_NAME_MAX || strchr(name, '/') ||
+	    share_is_tmp(name))
+		return 0;
+	f->names[f->n] = strdup(name);
+	if (!f->names[f->n]) {
+		f->rc = -ENOMEM;
+		return 1;
+	}
+	f->attrs[f->n] = (struct idx_attr){
+		.mode = size == RTIER_DIR ? S_IFDIR | 0755 : S_IFREG | 0644,
+		.uid = sh->uid,
+		.gid = sh->gid,
+		.size = size == RTIER_DIR ? 0 : size,
+		.atime_ns = now,
+		.mtime_ns = now,
+		.ctime_ns = now};
+	if (++f->n == SHARE_FETCH_BATCH)
+		share_fetch_flush(f);
+	return f->rc < 0;
+}
+
+/*
+ * Lists directory dir (path) in RADOS, at most max names, and gives each
+ * name a local entry (a stub or a directory). *whole: the listing had
+ * every name. 0 or -errno.
+ */
+static int share_fetch(struct fs *fs, struct rtier *rt, uint64_t dir,
+		       const char *path, size_t max, const char *const *skip,
+		       size_t nskip, int *whole)
+{
+	struct share_fetch *f = calloc(1, sizeof(*f));
+	int rc;
+
+	*whole = 0;
+	if (!f)
+		return -ENOMEM;
+	*f = (struct share_fetch){
+		.fs = fs, .dir = dir, .max = max, .skip = skip, .nskip = nskip};
+	rc = rtier_list(rt, path, share_fetch_one, f);
+	share_fetch_flush(f);
+	if (rc == 0)
+		rc = f->rc;
+	*whole = rc == 0 && !f->full;
+	free(f);
+	return rc;
+}
+
+/* RADOS's answers for keys idx[0..g) of a probe, by name: one omap read. */
+static int share_probe_names(struct fs *fs, struct rtier *rt, uint64_t parent,
+			     const char *dir, size_t g, const size_t *idx,
+			     const char *const *names, int *found,
+			     uint64_t *inos)
 {
 	struct share *sh = fs->share;
-	char dir[RTIER_PATH_MAX + 1];
 	const char **gn = calloc(g, sizeof(*gn));
 	uint64_t *sizes = calloc(g, sizeof(*sizes));
 	int *rf = calloc(g, sizeof(*rf));
-	uint64_t t0 = clock_monotonic_ns();
 	int rc = gn && sizes && rf ? 0 : -ENOMEM;
 
-	if (rc == 0)
-		rc = idx_path(fs->idx, parent, dir, sizeof(dir));
 	for (size_t k = 0; rc == 0 && k < g; k++)
 		gn[k] = names[idx[k]];
 	if (rc == 0) {
 		rc = rtier_probe(rt, dir, g, gn, rf, sizes);
 		atomic_fetch_add(&sh->st.probes, 1);
-		atomic_fetch_add(&sh->st.probe_us,
-				 (clock_monotonic_ns() - t0) / 1000);
 		if (rc < 0)
 			share_fail(sh, rc, dir);
 	}
@@ -216,11 +342,88 @@ static int share_probe_dir(struct fs *fs, struct rtier *rt, uint64_t parent,
 	return rc;
 }
 
+/*
+ * The local misses among keys idx[0..*g) answered from a listing of the
+ * directory, when it is small enough (SHARE_FETCH_BATCH names): every
+ * name it has becomes local at once, so that the directory's next lookups
+ * need no round trip. Those keys leave idx (*g shrinks).
+ */
+static int share_probe_listing(struct fs *fs, struct rtier *rt, uint64_t parent,
+			       const char *dir, size_t *g, size_t *idx,
+			       const char *const *names, int *found,
+			       uint64_t *inos)
+{
+	struct share *sh = fs->share;
+	uint64_t t0 = clock_monotonic_ns();
+	const char **gn = calloc(*g, sizeof(*gn));
+	struct idx_attr a;
+	size_t m = 0;
+	int rc, whole;
+
+	if (!gn)
+		return -ENOMEM;
+	for (size_t k = 0; k < *g; k++)
+		gn[k] = names[idx[k]];
+	rc = share_fetch(fs, rt, parent, dir, SHARE_FETCH_BATCH, gn, *g,
+			 &whole);
+	free(gn);
+	atomic_fetch_add(&sh->st.probes, 1);
+	if (rc < 0) {
+		share_fail(sh, rc, dir);
+		return rc;
+	}
+	if (!whole) {
+		share_set_big(sh, parent);
+		return 0;
+	}
+	share_set_whole(sh, parent, t0);
+	for (size_t k = 0; k < *g; k++) {
+		size_t i = idx[k];
+
+		if (found[i]) {
+			idx[m++] = i; /* checked by name */
+		} else if (idx_lookup(fs->idx, parent, names[i], &a) == 0) {
+			found[i] = 1;
+			inos[i] = a.ino;
+			atomic_fetch_add(&sh->st.remote_hits, 1);
+		} else {
+			atomic_fetch_add(&sh->st.remote_misses, 1);
+			share_note_miss(sh, parent, names[i]);
+		}
+	}
+	*g = m;
+	return 0;
+}
+
+/* Probes the keys of one directory (idx: their positions). */
+static int share_probe_dir(struct fs *fs, struct rtier *rt, uint64_t parent,
+			   size_t g, size_t *idx, const char *const *names,
+			   int *found, uint64_t *inos)
+{
+	struct share *sh = fs->share;
+	char dir[RTIER_PATH_MAX + 1];
+	uint64_t t0 = clock_monotonic_ns();
+	size_t nmiss = 0;
+	int rc;
+
+	rc = idx_path(fs->idx, parent, dir, sizeof(dir));
+	for (size_t k = 0; k < g; k++)
+		nmiss += !found[idx[k]];
+	if (rc == 0 && nmiss && !share_big(sh, parent))
+		rc = share_probe_listing(fs, rt, parent, dir, &g, idx, names,
+					 found, inos);
+	if (rc == 0 && g)
+		rc = share_probe_names(fs, rt, parent, dir, g, idx, names,
+				       found, inos);
+	atomic_fetch_add(&sh->st.probe_us, (clock_monotonic_ns() - t0) / 1000);
+	return rc;
+}
+
 void share_probe(struct fs *fs, size_t n, const uint64_t *parents,
 		 const char *const *names, int *found, uint64_t *inos)
 {
 	struct share *sh = fs->share;
-	uint64_t absent;
+	uint64_t whole;
 	char *done;
 	size_t *idx;
 	struct rtier *rt;
@@ -235,8 +438,7 @@ void share_probe(struct fs *fs, size_t n, const uint64_t *parents,
 
 		if (done[i])
 			continue;
-		absent = share_absent_since(sh, parents[i],
-					    clock_monotonic_ns());
+		whole = share_whole_since(sh, parents[i], clock_monotonic_ns());
 		/* The batch's keys in this directory: one round trip. */
 		for (size_t j = i; j < n; j++) {
 			if (done[j] || parents[j] != parents[i])
@@ -245,7 +447,7 @@ void share_probe(struct fs *fs, size_t n, const uint64_t *parents,
 			if (!share_wants(sh, names[j], found[j], inos[j]))
 				continue;
 			/* A directory RADOS lacked: a miss, no round trip. */
-			if (absent && !found[j])
+			if (whole && !found[j])
 				atomic_fetch_add(&sh->st.remote_misses, 1);
 			else
 				idx[g++] = j;
@@ -260,45 +462,23 @@ void share_probe(struct fs *fs, size_t n, const uint64_t *parents,
 	free(idx);
 }
 
-struct share_lister {
-	struct fs *fs;
-	uint64_t dir;
-	unsigned added;
-};
-
-static int share_list_one(void *arg, const char *name, uint64_t size)
-{
-	struct share_lister *l = arg;
-	struct idx_attr a;
-	uint64_t ino;
-
-	if (strlen(name) > IDX_NAME_MAX || strchr(name, '/') ||
-	    share_is_tmp(name))
-		return 0;
-	if (idx_lookup(l->fs->idx, l->dir, name, &a) == -ENOENT &&
-	    share_materialize(l->fs, l->dir, name, size, &ino) == 0) {
-		vc_bump(l->fs->vc, l->dir, name, 1, ino);
-		l->added++;
-	}
-	return l->added >= SHARE_LIST_MAX;
-}
-
 void share_list(struct fs *fs, uint64_t dir)
 {
-	struct share_lister l = {.fs = fs, .dir = dir};
 	char path[RTIER_PATH_MAX + 1];
 	struct rtier *rt;
-	int rc;
+	int rc, whole;
 
 	if (!fs->share || idx_path(fs->idx, dir, path, sizeof(path)) < 0)
 		return;
 	rt = share_rt_get(fs->share);
 	if (!rt)
 		return;
-	rc = rtier_list(rt, path, share_list_one, &l);
+	rc = share_fetch(fs, rt, dir, path, SHARE_LIST_MAX, NULL, 0, &whole);
 	share_rt_put(fs->share);
 	if (rc < 0)
 		share_fail(fs->share, rc, path);
+	else if (whole)
+		share_set_whole(fs->share, dir, clock_monotonic_ns());
 }
 
 static int share_req_stop(void *arg)
