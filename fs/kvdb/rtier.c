@@ -106,6 +106,13 @@ static void rtier_dirs_clear(struct rtier *rt)
 	rt->ndirs = 0;
 }
 
+int rtier_fsid(struct rtier *rt, char *buf, size_t len)
+{
+	int rc = rados_cluster_fsid(rt->cluster, buf, len);
+
+	return rc < 0 ? rc : 0;
+}
+
 void rtier_close(struct rtier *rt)
 {
 	if (!rt)

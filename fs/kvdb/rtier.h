@@ -65,6 +65,8 @@ struct rtier_config {
 int rtier_open(struct rtier **out, const struct rtier_config *cfg, char *err,
 	       size_t errlen);
 void rtier_close(struct rtier *rt);
+/* The cluster's fsid (a UUID string) into buf: 0 or -errno. */
+int rtier_fsid(struct rtier *rt, char *buf, size_t len);
 
 /*
  * Stores len bytes as path's block, with crcs (kv_nchunks(len) values),

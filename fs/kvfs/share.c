@@ -117,7 +117,7 @@ void share_connect(struct share *sh)
 				  .id = c->rados_id,
 				  .timeout_s = c->rados_timeout};
 	struct rtier *rt, *old;
-	char err[256] = "";
+	char err[256] = "", fsid[64] = "";
 	uint64_t quota = 0;
 	int r;
 
@@ -133,6 +133,20 @@ void share_connect(struct share *sh)
 	}
 	if (!c->rados_capacity && rtier_quota(rt, &quota) == 0)
 		atomic_store(&sh->capacity, quota);
+	/*
+	 * Another cluster (a new one after a loss): what this machine knew
+	 * of the old one's names says nothing now, and its local copies
+	 * must not look removed there.
+	 */
+	if (rtier_fsid(rt, fsid, sizeof(fsid)) == 0 && sh->fsid[0] &&
+	    strcmp(fsid, sh->fsid) != 0) {
+		log_warn(
+			"shared tier: the cluster is another one now (fsid %s, "
+			"was %s): local copies stay, the pool starts empty",
+			fsid, sh->fsid);
+		share_forget_all(sh);
+	}
+	snprintf(sh->fsid, sizeof(sh->fsid), "%s", fsid);
 	pthread_rwlock_wrlock(&sh->rt_lock);
 	old = sh->rt;
 	sh->rt = rt;

@@ -56,6 +56,12 @@ struct share_counters {
 };
 #undef SHARE_COUNTER_FIELD
 
+/* One use of a shared block, for the next batch of last uses. */
+struct share_touch {
+	uint64_t ino;
+	int64_t t; /* ns since the epoch */
+};
+
 /* A set of inode numbers (0 is never one): open addressing. */
 struct share_set {
 	uint64_t *v;
@@ -80,6 +86,7 @@ struct share {
 	atomic_int sweeper; /* holds the pool-wide lease */
 	atomic_uint_fast64_t capacity;
 	char cookie[128];
+	char fsid[64];	    /* the cluster's, keeper only */
 	int said_down;	    /* keeper only */
 	int connected_once; /* keeper only */
 
@@ -96,8 +103,9 @@ struct share {
 
 	/* Inodes this daemon holds from, or put to, the shared tier. */
 	pthread_mutex_t mark_lock;
-	struct share_set shared;  /* protected by mark_lock */
-	struct share_set touched; /* last uses for the next batch, too */
+	struct share_set shared;     /* protected by mark_lock */
+	struct share_touch *touches; /* last uses for the next batch, too */
+	size_t ntouches;
 
 	/*
 	 * What spares lookups their round trips (share_lookup.c), lossy,
@@ -132,6 +140,8 @@ int share_threads_start(struct share *sh, void *(*putter)(void *));
 void share_free(struct share *sh);
 /* Frees the ops still queued (at stop, the threads gone). */
 void share_queue_clear(struct share *sh);
+/* Forgets every mark and cached answer (another cluster). */
+void share_forget_all(struct share *sh);
 /* Directory ino's names in RADOS were all local at t. */
 void share_set_whole(struct share *sh, uint64_t ino, uint64_t t);
 /* Opens a fresh connection and swaps it in (keeper, start). */

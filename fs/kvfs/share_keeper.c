@@ -96,6 +96,16 @@ void share_mark(struct share *sh, uint64_t ino)
 	pthread_mutex_unlock(&sh->mark_lock);
 }
 
+void share_forget_all(struct share *sh)
+{
+	pthread_mutex_lock(&sh->mark_lock);
+	set_free(&sh->shared);
+	memset(sh->missed, 0, sizeof(sh->missed));
+	memset(sh->whole, 0, sizeof(sh->whole));
+	memset(sh->big, 0, sizeof(sh->big));
+	pthread_mutex_unlock(&sh->mark_lock);
+}
+
 int share_marked(struct share *sh, uint64_t ino)
 {
 	int r;
@@ -113,8 +123,15 @@ void share_touch(struct fs *fs, uint64_t ino)
 	if (!sh)
 		return;
 	pthread_mutex_lock(&sh->mark_lock);
-	if (set_has(&sh->shared, ino) && sh->touched.n < SHARE_TOUCH_MAX)
-		(void)set_add(&sh->touched, ino);
+	if (set_has(&sh->shared, ino) && sh->ntouches < SHARE_TOUCH_MAX) {
+		if (!sh->touches)
+			sh->touches =
+				malloc(SHARE_TOUCH_MAX * sizeof(*sh->touches));
+		/* The use's own time: the batch goes later. */
+		if (sh->touches)
+			sh->touches[sh->ntouches++] = (struct share_touch){
+				ino, (int64_t)clock_realtime_ns()};
+	}
 	pthread_mutex_unlock(&sh->mark_lock);
 }
 
@@ -123,30 +140,32 @@ void share_touch(struct fs *fs, uint64_t ino)
 /* Sends the last uses gathered since the previous batch. */
 static void share_flush_touches(struct share *sh, struct rtier *rt)
 {
-	struct share_set t;
+	struct share_touch *t;
 	const char **paths;
 	uint64_t *sizes;
-	int64_t *times, now = (int64_t)clock_realtime_ns();
-	size_t k = 0;
+	int64_t *times;
+	size_t k = 0, n;
 	int rc = 0;
 
 	pthread_mutex_lock(&sh->mark_lock);
-	t = sh->touched;
-	sh->touched = (struct share_set){0};
+	t = sh->touches;
+	n = sh->ntouches;
+	sh->touches = NULL;
+	sh->ntouches = 0;
 	pthread_mutex_unlock(&sh->mark_lock);
-	paths = calloc(t.n + 1, sizeof(*paths));
-	sizes = calloc(t.n + 1, sizeof(*sizes));
-	times = calloc(t.n + 1, sizeof(*times));
-	for (size_t i = 0; paths && sizes && times && i < t.cap; i++) {
+	paths = calloc(n + 1, sizeof(*paths));
+	sizes = calloc(n + 1, sizeof(*sizes));
+	times = calloc(n + 1, sizeof(*times));
+	for (size_t i = 0; paths && sizes && times && i < n; i++) {
 		char buf[RTIER_PATH_MAX + 1];
 		struct idx_attr a;
 
-		if (!t.v[i] || idx_getattr(sh->fs->idx, t.v[i], &a) < 0 ||
-		    idx_path(sh->fs->idx, t.v[i], buf, sizeof(buf)) < 0)
+		if (idx_getattr(sh->fs->idx, t[i].ino, &a) < 0 ||
+		    idx_path(sh->fs->idx, t[i].ino, buf, sizeof(buf)) < 0)
 			continue;
 		paths[k] = strdup(buf);
 		sizes[k] = a.size;
-		times[k] = now;
+		times[k] = t[i].t;
 		k += paths[k] != NULL;
 	}
 	if (k)
@@ -158,7 +177,7 @@ static void share_flush_touches(struct share *sh, struct rtier *rt)
 	free(paths);
 	free(sizes);
 	free(times);
-	set_free(&t);
+	free(t);
 }
 
 /* Takes or renews the lease; the holder sweeps when over capacity. */
@@ -286,7 +305,7 @@ void share_free(struct share *sh)
 	}
 	set_free(&sh->queued);
 	set_free(&sh->shared);
-	set_free(&sh->touched);
+	free(sh->touches);
 	pthread_rwlock_destroy(&sh->rt_lock);
 	pthread_mutex_destroy(&sh->mark_lock);
 	pthread_cond_destroy(&sh->idle);

@@ -62,6 +62,29 @@ static void test_crc32c_vectors(void **state)
 	assert_int_equal(crc32c(0xdeadbeefu, b, 0), 0xdeadbeefu);
 }
 
+/*
+ * Lengths around the three-lane loop's block (3 x 4 KiB) and chunk sizes,
+ * at odd offsets, against the bitwise reference: the lanes' join is exact.
+ */
+static void test_crc32c_three_lanes(void **state)
+{
+	enum { LEN = 3 * 128 * 1024 + 77 };
+	static const size_t lens[] = {12287,	   12288,  12289,
+				      24576 + 5,   36863,  131072,
+				      131072 + 13, 262144, LEN - 3};
+	unsigned char *buf = ts_alloc(LEN);
+
+	(void)state;
+	assert_non_null(buf);
+	for (size_t i = 0; i < LEN; i++)
+		buf[i] = ts_byte(11, i);
+	for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++)
+		for (size_t off = 0; off < 3; off++)
+			assert_int_equal(
+				crc32c(0x1234u, buf + off, lens[k]),
+				ts_ref_crc32c(0x1234u, buf + off, lens[k]));
+}
+
 static void test_crc32c_incremental_unaligned(void **state)
 {
 	enum { LEN = 4096 + 64 };
@@ -745,6 +768,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_crc32c_vectors,
 					  tr_codec_teardown),
 		cmocka_unit_test_teardown(test_crc32c_incremental_unaligned,
+					  tr_codec_teardown),
+		cmocka_unit_test_teardown(test_crc32c_three_lanes,
 					  tr_codec_teardown),
 		cmocka_unit_test_teardown(test_hdr_roundtrip,
 					  tr_codec_teardown),
