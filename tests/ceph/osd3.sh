@@ -25,7 +25,7 @@ bnd 30 ceph -c "$CONF" osd pool get "$POOL" size || fail "pool size: $OUT"
 tier_mount A
 tier_mount B
 
-mkdir -p "${MNT[A]}/o" || fail "mkdir"
+mkdirs "${MNT[A]}/o"
 bnd 60 "$WB_CLIENT" store "${MNT[A]}/o" 0 10 $((2 * MiB)) ||
 	fail "A: store: $OUT"
 bnd 60 "$WB_CLIENT" store "${MNT[A]}/o" 10 10 $((MiB / 2)) ||

@@ -160,7 +160,7 @@ which_version() {
 case_3() {
 	local n pids=() v
 	log "3: the same key stored at once on A and B"
-	mkdir -p "$REF/c" "${MNT[A]}/c" "${MNT[B]}/c" || fail "3: mkdir c"
+	mkdirs "$REF/c" "${MNT[A]}/c" "${MNT[B]}/c"
 	expect "store: stored" "$LP" store "$REF/c/same.bin" $((2 * MiB)) 31
 	expect "store: stored" "$LP" store "$REF/c/diffA.bin" $((2 * MiB)) 41
 	expect "store: stored" "$LP" store "$REF/c/diffB.bin" $((2 * MiB)) 42
@@ -207,7 +207,7 @@ case_3() {
 case_4() {
 	local u0
 	log "4: an unlink on A seen by B after its entry timeout"
-	mkdir -p "${MNT[A]}/u" || fail "4: mkdir"
+	mkdirs "${MNT[A]}/u"
 	expect "store: stored" "$LP" store "${MNT[A]}/u/u1.bin" $MiB 71
 	expect "store: stored" "$LP" store "${MNT[A]}/u/u2.bin" $MiB 72
 	kc_sync A
@@ -241,7 +241,7 @@ xattrs() {
 
 case_5_torn() {
 	local s0
-	mkdir -p "${MNT[A]}/t" || fail "5: mkdir"
+	mkdirs "${MNT[A]}/t"
 	expect "store: stored" "$LP" store "${MNT[A]}/t/torn.bin" $((2 * MiB)) 51
 	kc_sync A
 	r stat "$(obj /t/torn.bin)" || fail "5: rados stat: $OUT"
@@ -321,9 +321,9 @@ case_6_down() {
 		expect "load: match" "$LP" load "${MNT[$n]}/c/same.bin" \
 			$((2 * MiB)) 31
 	done
-	mkdir -p "${MNT[A]}/down" || fail "6: mkdir"
+	mkdirs "${MNT[A]}/down"
 	expect "store: stored" "$LP" store "${MNT[A]}/down/d.bin" $MiB 81
-	kc_sync A
+	kc_sync A 30
 	expect "load: match" "$LP" load "${MNT[A]}/down/d.bin" $MiB 81
 	log "6: absent names miss, A stores and syncs"
 	for n in A B; do
@@ -351,16 +351,21 @@ case_6_up() {
 		}
 		log "6: $n: kvfs_rados_reachable 1 within $s s of the start"
 	done
-	mkdir -p "${MNT[A]}/n" || fail "6: mkdir"
+	mkdirs "${MNT[A]}/n"
 	expect "store: stored" "$LP" store "${MNT[A]}/n/new.bin" $((2 * MiB)) 91
 	kc_sync A
 	r stat "$(obj /n/new.bin)" || fail "6: no object for new.bin: $OUT"
 	expect "access: OK" "$LP" access "${MNT[B]}/n/new.bin"
 	expect "load: match" "$LP" load "${MNT[B]}/n/new.bin" $((2 * MiB)) 91
-	vllm_verify A
-	vllm_verify B
-	log "6: a block stored on A after the restart loads on B; the local" \
-		"blocks still load"
+	log "6: a block stored on A after the restart loads on B"
+	# The new cluster has none of the blocks of case 1: whether a daemon
+	# keeps serving its local copies is not said; only reported.
+	for n in A B; do
+		bnd 30 "$VLLM_IO" verify "${MNT[$n]}" 1 ||
+			fail "6: vllm_io verify on $n: $OUT"
+		log "6: (not checked) after the restart $n still loads" \
+			"$(grep -c ' match$' <<<"$OUT") of case 1's 8 blocks"
+	done
 }
 
 cl_start

@@ -89,7 +89,7 @@ holder() {
 cl_start
 tier_mount A "$OPTS"
 tier_mount B "$OPTS"
-mkdir -p "${MNT[A]}/s" "${MNT[B]}/s" || fail "mkdir s"
+mkdirs "${MNT[A]}/s" "${MNT[B]}/s"
 
 # 1.
 log "1: 30 blocks of 1 MiB stored in turn on A and B"

@@ -37,8 +37,8 @@ tier_cleanup() {
 	rm -rf "$T"
 }
 
-t_init
 T_CLEANUP_HOOKS+=(tier_cleanup)
+t_init
 [ "$T_MODE" = mount ] || fail "KVFS is not set: the ceph mount tests" \
 	"need the daemon"
 [ -x "${KVFSCTL:-}" ] || fail "KVFSCTL is not set to an executable"
@@ -173,15 +173,22 @@ wait_metric() {
 	echo $((SECONDS - t0))
 }
 
-# kc_sync NAME: kvfsctl sync of NAME's mount (the put queue drained too).
+# kc_sync NAME [SECS]: kvfsctl sync of NAME's mount (the put queue drained
+# too), bounded to SECS (60).
 kc_sync() {
-	bnd 60 "$KVFSCTL" sync "${MNT[$1]}" || fail "$1: kvfsctl sync: $OUT"
+	bnd "${2:-60}" "$KVFSCTL" sync "${MNT[$1]}" ||
+		fail "$1: kvfsctl sync: $OUT"
+}
+
+# mkdirs DIR...: mkdir -p, bounded.
+mkdirs() {
+	bnd 30 mkdir -p "$@" || fail "mkdir -p $*: $OUT"
 }
 
 # drop_caches: the kernel's page cache (and dentries) emptied, so a read
 # reaches the daemon.
 drop_caches() {
-	sync
+	bnd 30 sync || fail "sync: $OUT"
 	echo 3 >/proc/sys/vm/drop_caches || fail "drop_caches (needs root)"
 }
 
