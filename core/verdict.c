@@ -388,6 +388,7 @@ int vc_apply(struct vc *vc, uint64_t parent, const char *name, size_t len,
 	v->phase = VC_RESOLVED;
 	v->result = res;
 	v->ino = found ? ino : 0;
+	v->resolved_ns = vc->ops.now_ns(vc->ops.ctx);
 	vc_take_waiters(vc, v, res, v->ino, gen, out);
 	vc_settle(vc, v);
 	return 0;
@@ -395,13 +396,22 @@ int vc_apply(struct vc *vc, uint64_t parent, const char *name, size_t len,
 
 /* ---- lookups ---- */
 
+/* A RESOLVED verdict older than its kind's time to live (vc_config). */
+static bool vc_expired(struct vc *vc, const struct vc_verdict *v)
+{
+	uint64_t ttl = v->result == VC_HIT ? vc->hit_ttl_ns : vc->miss_ttl_ns;
+
+	return ttl && !v->quarantined &&
+	       vc->ops.now_ns(vc->ops.ctx) - v->resolved_ns >= ttl;
+}
+
 int vc_lookup(struct vc *vc, uint64_t parent, const char *name, void *waiter,
 	      uint64_t *ino, uint64_t *gen)
 {
 	struct vc_verdict *v;
 	struct vc_wait *w;
 	struct vc_list out;
-	bool self = false;
+	bool self = false, expired = false;
 	size_t len;
 	int rc;
 
@@ -416,7 +426,11 @@ int vc_lookup(struct vc *vc, uint64_t parent, const char *name, void *waiter,
 	}
 	assert(!vc_find_waiter(vc, waiter));
 	v = vc_find(vc, parent, name, len);
-	if (v && v->phase == VC_RESOLVED) {
+	if (v && v->phase == VC_RESOLVED && vc_expired(vc, v)) {
+		vc_unlink(vc, v); /* probed again below, kept in the table */
+		expired = true;
+	}
+	if (v && v->phase == VC_RESOLVED && !expired) {
 		rc = (int)v->result;
 		*ino = v->ino;
 		*gen = v->gen;
@@ -430,10 +444,11 @@ int vc_lookup(struct vc *vc, uint64_t parent, const char *name, void *waiter,
 		rc = -ENOMEM;
 		goto out_unlock;
 	}
-	if (v) {
+	if (v && !expired) {
 		vc->st.coalesced++;
 	} else {
-		v = vc_verdict_new(vc, parent, name, len);
+		if (!v)
+			v = vc_verdict_new(vc, parent, name, len);
 		if (!v) {
 			free(w);
 			rc = -ENOMEM;
@@ -642,6 +657,7 @@ uint64_t vc_bump(struct vc *vc, uint64_t parent, const char *name, int exists,
 	v->phase = VC_RESOLVED;
 	v->result = res;
 	v->ino = exists ? ino : 0;
+	v->resolved_ns = vc->ops.now_ns(vc->ops.ctx);
 	vc_set_quarantine(vc, v, false);
 	if (v->nwaiters > 0) {
 		vc_take_waiters(vc, v, res, v->ino, gen, &vc->ready);

@@ -106,6 +106,15 @@ struct vc_config {
 	 * lookup. Keys arriving meanwhile wait for the worker as usual.
 	 */
 	int inline_probe;
+	/*
+	 * How long a RESOLVED miss (miss_ttl_ns) or hit (hit_ttl_ns) is
+	 * believed by vc_lookup(), counted from when it resolved; an older
+	 * one is probed again, as a new generation. 0: until dropped. A
+	 * quarantined miss never expires. (The shared tier: another machine
+	 * may store or remove a name at any time.)
+	 */
+	uint64_t miss_ttl_ns;
+	uint64_t hit_ttl_ns;
 };
 
 struct vc_stats {

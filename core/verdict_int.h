@@ -81,8 +81,9 @@ struct vc_verdict {
 	struct vc_list refs;	/* struct vc_ref.vlink */
 	uint64_t parent;
 	uint64_t gen;
-	uint64_t ino;	    /* 0 unless result is VC_HIT */
-	uint64_t queued_ns; /* when it became PENDING */
+	uint64_t ino;	      /* 0 unless result is VC_HIT */
+	uint64_t queued_ns;   /* when it became PENDING */
+	uint64_t resolved_ns; /* when it became RESOLVED */
 	unsigned nwaiters;
 	unsigned nrefs;
 	enum vc_phase phase;
@@ -114,6 +115,8 @@ struct vc {
 	bool threaded;
 	bool inline_probe;
 	bool worker_started;
+	uint64_t miss_ttl_ns;
+	uint64_t hit_ttl_ns;
 	pthread_t worker;
 
 	/*

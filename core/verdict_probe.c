@@ -271,6 +271,8 @@ int vc_new(struct vc **out, const struct vc_ops *ops,
 		vc->retain = cfg->retain;
 		vc->threaded = cfg->threaded != 0;
 		vc->inline_probe = cfg->inline_probe != 0;
+		vc->miss_ttl_ns = cfg->miss_ttl_ns;
+		vc->hit_ttl_ns = cfg->hit_ttl_ns;
 	} else {
 		vc->retain = VC_DEFAULT_RETAIN;
 		vc->threaded = true;

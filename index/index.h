@@ -95,6 +95,14 @@ int idx_create(struct idx *idx, uint64_t parent, const char *name,
 	       struct idx_attr *attr, const char *target);
 
 /*
+ * idx_create() of a regular file whose bytes are elsewhere (the shared
+ * tier): its size is attr->size, it has no record and it is pending (see
+ * idx_purge_pending(), which removes it after a restart) until its bytes
+ * are saved with idx_set_extent(). -EINVAL for another type.
+ */
+int idx_create_stub(struct idx *idx, uint64_t parent, const char *name,
+		    struct idx_attr *attr);
+/*
  * Copies a symlink's target into buf (NUL-terminated, truncated to len-1).
  * Returns its full length, -EINVAL when ino is not a symlink.
  */

@@ -448,6 +448,19 @@ int idx_create(struct idx *idx, uint64_t parent, const char *name,
 	return idx_create_in(idx, parent, name, attr, &a, target, 0);
 }
 
+int idx_create_stub(struct idx *idx, uint64_t parent, const char *name,
+		    struct idx_attr *attr)
+{
+	struct idx_attr a = *attr;
+	int rc = idx_check_new_name(name);
+
+	if (rc)
+		return rc;
+	if (!S_ISREG(a.mode))
+		return -EINVAL;
+	return idx_create_in(idx, parent, name, attr, &a, NULL, 0);
+}
+
 int idx_create_ino(struct idx *idx, uint64_t parent, const char *name,
 		   struct idx_attr *attr, uint64_t ino)
 {

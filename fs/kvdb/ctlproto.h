@@ -276,7 +276,57 @@ int ctlproto_response_parse(const char *text, struct ctlproto_json *out);
 	  "Queued saves dropped: the file was unlinked or rewritten.")         \
 	X(WB_FAILED, "wb_failed_total", counter,                               \
 	  "Queued saves that failed: the file went back to its saved state.")  \
-	X(NODES, "nodes", gauge, "Inodes held in memory.")
+	X(NODES, "nodes", gauge, "Inodes held in memory.")                     \
+	X(RADOS_REACHABLE, "rados_reachable", gauge,                           \
+	  "1 while the shared tier's cluster answers (0: off or down).")       \
+	X(RADOS_PUTS_QUEUED, "rados_puts_queued", gauge,                       \
+	  "Puts and removals queued for the shared tier.")                     \
+	X(RADOS_PUTS, "rados_puts_total", counter,                             \
+	  "Blocks put to the shared tier.")                                    \
+	X(RADOS_PUT_BYTES, "rados_put_bytes_total", counter,                   \
+	  "Bytes put to the shared tier.")                                     \
+	X(RADOS_PUT_ERRORS, "rados_put_errors_total", counter,                 \
+	  "Puts that failed (the block stays local only).")                    \
+	X(RADOS_PUTS_DROPPED, "rados_puts_dropped_total", counter,             \
+	  "Puts not queued: the queue was full.")                              \
+	X(RADOS_PUT_US, "rados_put_us_total", counter,                         \
+	  "Microseconds spent in puts.")                                       \
+	X(RADOS_REMOVES, "rados_removes_total", counter,                       \
+	  "Objects removed by unlinks and renames.")                           \
+	X(RADOS_PROBES, "rados_probes_total", counter,                         \
+	  "Directory probes of the shared tier (one round trip each).")        \
+	X(RADOS_PROBE_US, "rados_probe_us_total", counter,                     \
+	  "Microseconds spent in probes.")                                     \
+	X(RADOS_REMOTE_HITS, "rados_remote_hits_total", counter,               \
+	  "Names the local index lacked and the shared tier had.")             \
+	X(RADOS_REMOTE_MISSES, "rados_remote_misses_total", counter,           \
+	  "Names neither tier had.")                                           \
+	X(RADOS_PULLS, "rados_pulls_total", counter,                           \
+	  "Blocks read from the shared tier and kept locally.")                \
+	X(RADOS_PULL_BYTES, "rados_pull_bytes_total", counter,                 \
+	  "Bytes pulled from the shared tier.")                                \
+	X(RADOS_PULL_US, "rados_pull_us_total", counter,                       \
+	  "Microseconds spent in pulls.")                                      \
+	X(RADOS_ERRORS, "rados_errors_total", counter,                         \
+	  "Failed shared-tier calls.")                                         \
+	X(RADOS_SHORT_DROPPED, "rados_short_dropped_total", counter,           \
+	  "Provably short objects removed.")                                   \
+	X(RADOS_QUARANTINED, "rados_quarantined_total", counter,               \
+	  "Names quarantined after a failed pull (object kept).")              \
+	X(RADOS_REMOTE_UNLINKS, "rados_remote_unlinks_total", counter,         \
+	  "Local names dropped: another machine removed them.")                \
+	X(RADOS_SWEEPER, "rados_sweeper", gauge,                               \
+	  "1 while this daemon holds the pool's sweeper lease.")               \
+	X(RADOS_SWEEPS, "rados_sweeps_total", counter,                         \
+	  "Sweeps run as the lease holder.")                                   \
+	X(RADOS_SWEPT, "rados_swept_total", counter,                           \
+	  "Objects swept, least recently used first.")                         \
+	X(RADOS_SWEPT_BYTES, "rados_swept_bytes_total", counter,               \
+	  "Bytes swept.")                                                      \
+	X(RADOS_USAGE_BYTES, "rados_usage_bytes", gauge,                       \
+	  "Bytes in the pool, as the sweeper last counted.")                   \
+	X(RADOS_CAPACITY_BYTES, "rados_capacity_bytes", gauge,                 \
+	  "The pool's byte budget (0: none).")
 
 enum ctlproto_metric {
 #define CTLPROTO_METRIC_ID(id, name, type, help) CTLPROTO_M_##id,

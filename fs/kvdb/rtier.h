@@ -38,6 +38,13 @@
 #define RTIER_PATH_MAX 1024
 /* The size rtier_probe()/rtier_list() give for a directory's name. */
 #define RTIER_DIR UINT64_MAX
+/*
+ * A name's value in its directory's index once the sweeper removed its
+ * block: rtier_probe() gives found 0 with this size, so that a machine can
+ * tell a block swept for room (keep its local copy) from one removed by an
+ * unlink (drop it); rtier_list() skips it; a put replaces it.
+ */
+#define RTIER_SWEPT (UINT64_MAX - 1)
 /* Objects the last-use index is spread over. */
 #define RTIER_USE_SHARDS 16u
 
@@ -93,7 +100,9 @@ int rtier_list(struct rtier *rt, const char *dir, rtier_list_fn fn, void *arg);
 /*
  * Last use, for the shared sweeper: records that paths[i] (sizes[i] bytes)
  * was used at times_ns[i], for n blocks, in few round trips (one per use
- * shard touched). A put records its own use; a remove forgets it.
+ * shard touched). A put records its own use; a remove forgets it. A use
+ * of a path that has no block (removed meanwhile) is counted until a sweep
+ * reaches it and drops it.
  */
 int rtier_touch(struct rtier *rt, size_t n, const char *const *paths,
 		const uint64_t *sizes, const int64_t *times_ns);
@@ -112,7 +121,10 @@ void rtier_sweep_unlock(struct rtier *rt, const char *cookie);
 /*
  * Removes least recently used blocks (by the use shards) until the shards
  * count at most target bytes: *removed blocks, *freed bytes. Only the
- * lease holder should call it. Returns 0 or -errno.
+ * lease holder should call it. A block put again while the sweep runs may
+ * still go as the old one would have. Memory: the blocks it removes, not
+ * all the shards hold. Returns 0 or -errno (*removed and *freed say what
+ * was done before the error).
  */
 int rtier_sweep(struct rtier *rt, uint64_t target, uint64_t *removed,
 		uint64_t *freed);

@@ -24,6 +24,7 @@
 #include "fs.h"
 #include "ctlproto.h"
 #include "notify.h"
+#include "share.h"
 #include "tbuf.h"
 #include "wb.h"
 
@@ -105,6 +106,39 @@ void fs_ctl_getattr(struct fs *fs, fuse_req_t req, uint64_t ino)
 	fuse_reply_attr(req, &st, 0);
 }
 
+static void fs_ctl_share_stats(struct fs *fs, struct tbuf *t)
+{
+	struct share_stats s;
+
+	share_get_stats(fs, &s);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_REACHABLE, s.reachable);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_PUTS_QUEUED, s.queued);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_PUTS, s.puts);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_PUT_BYTES, s.put_bytes);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_PUT_ERRORS, s.put_errors);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_PUTS_DROPPED, s.puts_dropped);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_PUT_US, s.put_us);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_REMOVES, s.removes);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_PROBES, s.probes);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_PROBE_US, s.probe_us);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_REMOTE_HITS, s.remote_hits);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_REMOTE_MISSES, s.remote_misses);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_PULLS, s.pulls);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_PULL_BYTES, s.pull_bytes);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_PULL_US, s.pull_us);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_ERRORS, s.errors);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_SHORT_DROPPED, s.short_dropped);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_QUARANTINED, s.quarantined);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_REMOTE_UNLINKS,
+			    s.remote_unlinks);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_SWEEPER, s.sweeper);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_SWEEPS, s.sweeps);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_SWEPT, s.swept);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_SWEPT_BYTES, s.swept_bytes);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_USAGE_BYTES, s.usage_bytes);
+	ctlproto_metric_put(t, CTLPROTO_M_RADOS_CAPACITY_BYTES, s.capacity);
+}
+
 static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 {
 	struct store_stats ss;
@@ -175,11 +209,13 @@ static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 	nnodes = fs->nnodes;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	ctlproto_metric_put(t, CTLPROTO_M_NODES, nnodes);
+	fs_ctl_share_stats(fs, t);
 }
 
 static void fs_ctl_status(struct fs *fs, struct tbuf *t)
 {
 	uint64_t ninodes = 0, nbytes = 0, dirty;
+	struct share_stats ss;
 	struct timespec now;
 	struct wb_stats ws;
 	struct vc_stats vs;
@@ -203,7 +239,7 @@ static void fs_ctl_status(struct fs *fs, struct tbuf *t)
 		    "\"wb_queued_peak_bytes\": %llu, "
 		    "\"verdicts\": %zu, \"quarantined\": %zu, "
 		    "\"capacity\": %llu, \"used\": %llu, "
-		    "\"data_files\": %llu}\n",
+		    "\"data_files\": %llu, ",
 		    (long)getpid(),
 		    (long long)(now.tv_sec - fs->start_time.tv_sec),
 		    (unsigned long long)ninodes, (unsigned long long)nbytes,
@@ -215,6 +251,22 @@ static void fs_ctl_status(struct fs *fs, struct tbuf *t)
 		    vs.nquarantined, (unsigned long long)fs->cfg.capacity,
 		    (unsigned long long)fs_used(fs),
 		    (unsigned long long)atomic_load(&fs->cap->ndatafiles));
+	share_get_stats(fs, &ss);
+	tbuf_printf(t, "\"rados_pool\": ");
+	if (fs->cfg.rados_pool)
+		tbuf_json_str(t, fs->cfg.rados_pool);
+	else
+		tbuf_printf(t, "null");
+	tbuf_printf(t,
+		    ", \"rados_reachable\": %d, \"rados_sweeper\": %d, "
+		    "\"rados_puts_queued\": %llu, \"rados_remote_hits\": "
+		    "%llu, \"rados_pulls\": %llu, \"rados_errors\": %llu, "
+		    "\"rados_usage_bytes\": %llu, \"rados_capacity\": %llu}\n",
+		    ss.reachable, ss.sweeper, (unsigned long long)ss.queued,
+		    (unsigned long long)ss.remote_hits,
+		    (unsigned long long)ss.pulls, (unsigned long long)ss.errors,
+		    (unsigned long long)ss.usage_bytes,
+		    (unsigned long long)ss.capacity);
 }
 
 void fs_ctl_open(struct fs *fs, fuse_req_t req, uint64_t ino,

@@ -38,6 +38,7 @@
 #include "fs.h"
 #include "ctlproto.h"
 #include "notify.h"
+#include "share.h"
 #include "tbuf.h"
 #include "wb.h"
 
@@ -434,6 +435,12 @@ static void ctlsock_sync(struct ctlsock *cs, struct tbuf *b)
 			       "the write-behind queue did not drain in time");
 		return;
 	}
+	/* The shared tier's puts of what was just committed. */
+	rc = share_drain(fs, CTLPROTO_SYNC_WAIT_S * 1000);
+	if (rc < 0)
+		log_warn("kvfsctl sync: shared-tier puts not done: %s",
+			 rc == -ENOTCONN ? "the cluster is out of reach"
+					 : "still queued after the wait");
 	rc = store_sync(fs->store);
 	if (rc == 0)
 		rc = idx_sync(fs->idx);

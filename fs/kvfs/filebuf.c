@@ -203,6 +203,8 @@ int node_make_dirty(struct fs *fs, struct node *n)
 		return rc;
 	n->cached = 0;
 	n->dirty = 1;
+	/* Written here: this machine's bytes now, put at their commit. */
+	atomic_store(&n->share_pulled, 0);
 	return 0;
 }
 

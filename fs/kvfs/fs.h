@@ -38,6 +38,7 @@ struct cap;
 struct ctlsock;
 struct kvdb;
 struct notify;
+struct share;
 struct stat;
 
 /* Control files live on inodes from here up; the index never gets there. */
@@ -108,7 +109,11 @@ struct node {
 	int wb_err; /* a background save failed: fsync reports it (rw) */
 	atomic_uint wb_jobs;  /* saves queued or running (pins each) */
 	atomic_uint name_gen; /* bumped by each rename */
-	unsigned wb_writing;  /* saves being appended, under the wb lock */
+	/* The shared tier (share.h): */
+	atomic_int share_pulled;       /* bytes from RADOS: no put at commit */
+	atomic_uint_fast64_t save_seq; /* saves queued so far */
+	atomic_uint_fast64_t share_put_seq; /* the save put from memory */
+	unsigned wb_writing; /* saves being appended, under the wb lock */
 	/* protected by fs->nodes_lock */
 	uint64_t nlookup;
 	unsigned nopen;
@@ -139,6 +144,18 @@ struct fs_config {
 	uint64_t high_wm;	/* evict above this many bytes ... */
 	uint64_t low_wm;	/* ... down to this many */
 	int64_t tmp_max_age_ns; /* engine temp files older than this go */
+	/* The shared tier (share.h): on when rados_pool is set. */
+	const char *rados_pool;
+	const char *ceph_conf;
+	const char *rados_id;
+	const char *rados_ns;
+	uint64_t rados_capacity; /* 0: the pool's quota */
+	unsigned rados_timeout;	 /* s, per RADOS call */
+	unsigned rados_sweep_interval;
+	unsigned rados_lease;
+	unsigned rados_retry;
+	double rados_negative_timeout;
+	double rados_entry_timeout;
 };
 
 /*
@@ -174,7 +191,15 @@ struct fs {
 	struct notify *notify;	 /* kernel invalidations */
 	struct vc *vc;		 /* lookup manager and verdict cache */
 	struct ctlsock *ctlsock; /* kvfsctl's socket (ctlsock.c), or NULL */
-	uid_t uid;		 /* owner of the control files */
+	struct share *share;	 /* the shared tier (share.h), or NULL */
+	/*
+	 * After a save committed (seq: wb.c's number for it, 0 for a
+	 * synchronous one): share_saved, set by share_start before any save
+	 * can run, so that the node table and write-behind, which the shared
+	 * tier builds on, do not include it. NULL: nothing to do.
+	 */
+	void (*saved)(struct fs *fs, struct node *n, uint64_t seq);
+	uid_t uid; /* owner of the control files */
 	gid_t gid;
 	struct timespec start_time;
 

@@ -25,6 +25,7 @@
 #include "lookup.h"
 #include "node.h"
 #include "notify.h"
+#include "share.h"
 
 /* A LOOKUP parked in the verdict cache. */
 struct fs_waiter {
@@ -109,6 +110,9 @@ int fs_probe(void *ctx, size_t n, const uint64_t *parents,
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		inos[i] = found[i] ? attrs[i].ino : 0;
 	free(attrs);
+	/* Then the shared tier, for what this machine lacks or got there. */
+	if (rc == 0)
+		share_probe(fs, n, parents, names, found, inos);
 	return rc;
 }
 

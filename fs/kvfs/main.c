@@ -56,6 +56,7 @@
 #include "node.h"
 #include "notify.h"
 #include "ops.h"
+#include "share.h"
 #include "wb.h"
 
 /* Exit status for start-up errors (usage, data directory, database). */
@@ -78,6 +79,18 @@ struct kvfs_opts {
 	unsigned threads;
 	int durable;
 	int nargs;
+	/* The shared tier (share.h), off without rados_pool. */
+	char *rados_pool;
+	char *ceph_conf;
+	char *rados_id;
+	char *rados_ns;
+	char *rados_capacity;
+	unsigned rados_timeout;
+	double rados_negative_timeout;
+	double rados_entry_timeout;
+	unsigned rados_sweep_interval;
+	unsigned rados_lease;
+	unsigned rados_retry;
 };
 
 #define KVFS_OPT(t, p)                                                         \
@@ -98,6 +111,17 @@ static const struct fuse_opt kvfs_opt_spec[] = {
 	KVFS_OPT("high_watermark=%u", high_wm),
 	KVFS_OPT("low_watermark=%u", low_wm),
 	KVFS_OPT("tmp_max_age=%u", tmp_max_age),
+	KVFS_OPT("rados_pool=%s", rados_pool),
+	KVFS_OPT("ceph_conf=%s", ceph_conf),
+	KVFS_OPT("rados_id=%s", rados_id),
+	KVFS_OPT("rados_namespace=%s", rados_ns),
+	KVFS_OPT("rados_capacity=%s", rados_capacity),
+	KVFS_OPT("rados_timeout=%u", rados_timeout),
+	KVFS_OPT("rados_negative_timeout=%lf", rados_negative_timeout),
+	KVFS_OPT("rados_entry_timeout=%lf", rados_entry_timeout),
+	KVFS_OPT("rados_sweep_interval=%u", rados_sweep_interval),
+	KVFS_OPT("rados_lease=%u", rados_lease),
+	KVFS_OPT("rados_retry=%u", rados_retry),
 	FUSE_OPT_END};
 
 static void kvfs_usage(const char *prog)
@@ -128,7 +152,17 @@ static void kvfs_usage(const char *prog)
 	       "    -o tmp_max_age=S       remove engine temp files idle "
 	       "this long (default 3600)\n"
 	       "    -o allow_other         let other users (containers) use "
-	       "the mount\n\n"
+	       "the mount\n"
+	       "    -o rados_pool=POOL     share blocks with other machines "
+	       "on this Ceph pool\n"
+	       "                           (kvfs(8) SHARED TIER: ceph_conf=, "
+	       "rados_id=,\n"
+	       "                           rados_namespace=, rados_timeout=, "
+	       "rados_capacity=,\n"
+	       "                           rados_negative_timeout=, "
+	       "rados_entry_timeout=,\n"
+	       "                           rados_sweep_interval=, "
+	       "rados_lease=, rados_retry=)\n\n"
 	       "FUSE options:\n",
 	       prog);
 	fuse_cmdline_help();
@@ -189,6 +223,62 @@ static int kvfs_parse_size(const char *s, uint64_t *out)
 	if (*end != '\0')
 		return -EINVAL;
 	*out = v;
+	return 0;
+}
+
+/* The shared tier's options (kvfs(8) SHARED TIER). */
+static int kvfs_config_rados(struct fs *fs, struct kvfs_opts *o)
+{
+	struct fs_config *c = &fs->cfg;
+
+	if (!o->rados_pool) {
+		if (o->ceph_conf || o->rados_id || o->rados_ns ||
+		    o->rados_capacity) {
+			fprintf(stderr, "kvfs: ceph_conf, rados_id, "
+					"rados_namespace and rados_capacity "
+					"need rados_pool\n");
+			return -EINVAL;
+		}
+		return 0;
+	}
+#ifndef KVFS_RADOS
+	fprintf(stderr, "kvfs: rados_pool: this kvfs was built without "
+			"librados (install librados-dev and rebuild with "
+			"-Drados=enabled)\n");
+	return -ENOTSUP;
+#endif
+	if (!*o->rados_pool || o->rados_timeout == 0 ||
+	    o->rados_sweep_interval == 0 || o->rados_retry == 0 ||
+	    o->rados_lease <= o->rados_sweep_interval ||
+	    o->rados_negative_timeout < 0 || o->rados_entry_timeout < 0) {
+		fprintf(stderr, "kvfs: the shared tier needs a pool name, "
+				"rados_timeout, rados_retry and "
+				"rados_sweep_interval > 0, rados_lease > "
+				"rados_sweep_interval, timeouts >= 0\n");
+		return -EINVAL;
+	}
+	if (o->rados_capacity &&
+	    (kvfs_parse_size(o->rados_capacity, &c->rados_capacity) < 0 ||
+	     c->rados_capacity == 0)) {
+		fprintf(stderr, "kvfs: bad rados_capacity '%s'\n",
+			o->rados_capacity);
+		return -EINVAL;
+	}
+	c->rados_pool = o->rados_pool;
+	c->ceph_conf = o->ceph_conf;
+	c->rados_id = o->rados_id;
+	c->rados_ns = o->rados_ns;
+	c->rados_timeout = o->rados_timeout;
+	c->rados_sweep_interval = o->rados_sweep_interval;
+	c->rados_lease = o->rados_lease;
+	c->rados_retry = o->rados_retry;
+	c->rados_negative_timeout = o->rados_negative_timeout;
+	c->rados_entry_timeout = o->rados_entry_timeout;
+	/* Another machine may store or remove any name at any time. */
+	if (c->negative_timeout > o->rados_negative_timeout)
+		c->negative_timeout = o->rados_negative_timeout;
+	if (c->entry_timeout > o->rados_entry_timeout)
+		c->entry_timeout = o->rados_entry_timeout;
 	return 0;
 }
 
@@ -273,7 +363,7 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 		fprintf(stderr, "kvfs: timeouts must not be negative\n");
 		return -EINVAL;
 	}
-	return 0;
+	return kvfs_config_rados(fs, o);
 }
 
 static void kvfs_write_pid(struct fs *fs)
@@ -473,10 +563,18 @@ static int kvfs_start_vc(struct fs *fs)
 		.answer = fs_lookup_answer,
 		.ctx = fs,
 	};
+	/* With the shared tier, verdicts live as long as kernel entries. */
 	const struct vc_config cfg = {
 		.retain = VC_DEFAULT_RETAIN,
 		.inline_probe = 1,
 		.threaded = 1,
+		.miss_ttl_ns =
+			fs->cfg.rados_pool
+				? (uint64_t)(fs->cfg.negative_timeout * 1e9)
+				: 0,
+		.hit_ttl_ns = fs->cfg.rados_pool
+				      ? (uint64_t)(fs->cfg.entry_timeout * 1e9)
+				      : 0,
 	};
 
 	return vc_new(&fs->vc, &ops, &cfg);
@@ -565,6 +663,8 @@ static void kvfs_stop_threads(struct fs *fs)
 {
 	/* First: queued saves still need the notifier and capacity. */
 	wb_stop(fs);
+	/* Then the puts those saves queued (bounded). */
+	share_stop(fs);
 	janitor_stop(fs);
 	ctlsock_stop(fs);
 	/* Answers every parked lookup before the session goes away. */
@@ -593,9 +693,10 @@ static int kvfs_run(struct fs *fs, struct fuse_cmdline_opts *co)
 	/* Threads do not survive fork(): start them after daemonizing. */
 	if (kvfs_start_cap(fs) < 0 || notify_start(&fs->notify, fs->se) < 0 ||
 	    kvfs_start_vc(fs) < 0 || idx_start_checkpointer(fs->idx) < 0 ||
-	    janitor_start(fs) < 0 || wb_start(fs, KVFS_WB_WRITERS) < 0) {
-		log_err("cannot start the notifier, probe, checkpoint and "
-			"write-behind threads");
+	    janitor_start(fs) < 0 || wb_start(fs, KVFS_WB_WRITERS) < 0 ||
+	    share_start(fs) < 0) {
+		log_err("cannot start the notifier, probe, checkpoint, "
+			"write-behind and shared-tier threads");
 		goto out_stop;
 	}
 	/* kvfsctl's socket; the mount works without it (it logs why). */
@@ -672,7 +773,13 @@ int main(int argc, char **argv)
 			      .threads = 16,
 			      .high_wm = 95,
 			      .low_wm = 90,
-			      .tmp_max_age = 3600};
+			      .tmp_max_age = 3600,
+			      .rados_timeout = 5,
+			      .rados_negative_timeout = 1,
+			      .rados_entry_timeout = 5,
+			      .rados_sweep_interval = 10,
+			      .rados_lease = 30,
+			      .rados_retry = 5};
 	struct fuse_cmdline_opts co = {0};
 	struct fs fs = {0};
 	int ret = KVFS_EXIT_CONFIG;
@@ -694,6 +801,11 @@ out_args:
 	free(o.dirty_limit);
 	free(o.root_mode);
 	free(o.capacity);
+	free(o.rados_pool);
+	free(o.ceph_conf);
+	free(o.rados_id);
+	free(o.rados_ns);
+	free(o.rados_capacity);
 	fuse_opt_free_args(&args);
 	return ret;
 }

@@ -411,6 +411,8 @@ int node_flush_locked(struct fs *fs, struct node *n)
 	node_free_extent(fs, &old);
 	if (fs->up.touch)
 		fs->up.touch(fs->up.ctx, n->ino);
+	if (fs->saved)
+		fs->saved(fs, n, 0);
 out_free:
 	if (rc < 0)
 		log_warn("cannot save %s (inode %llu, %llu bytes): %s",

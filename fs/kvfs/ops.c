@@ -28,6 +28,7 @@
 #include "node.h"
 #include "notify.h"
 #include "ops.h"
+#include "share.h"
 #include "wb.h"
 
 static void fs_fill_entry(struct fs *fs, struct fuse_entry_param *e,
@@ -384,9 +385,15 @@ static void fs_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 	uint64_t ino;
 	int rc;
 
+	char path[PATH_MAX] = "";
+
 	rc = fs_check_name(name);
 	if (rc == 0 && fs_ctl_reserved(parent, name))
 		rc = fs_ctl_ino(parent) ? -EPERM : -EBUSY;
+	/* The shared tier's object goes too (after the name, below). */
+	if (rc == 0 && fs->share && !rmdir &&
+	    share_path(fs, parent, name, path, sizeof(path)) < 0)
+		path[0] = '\0';
 	if (rc == 0)
 		rc = idx_unlink(fs->idx, parent, name, rmdir, now, &ino,
 				&nlink);
@@ -399,6 +406,8 @@ static void fs_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 	/* As idx_unlink changed the parent's row. */
 	fs_touch_dir(fs, parent, now, rmdir ? -1 : 0);
 	fs_relink(fs, ino, nlink, now);
+	if (path[0])
+		share_removed(fs, path);
 	fs_reply_err(req, 0);
 }
 
@@ -460,10 +469,40 @@ static void fs_renamed(struct fs *fs, uint64_t parent, const char *name,
 	node_put(fs, n, 0, 0, 1);
 }
 
+/*
+ * The shared tier before a rename of (parent, name): a stub is pulled
+ * first (RADOS has no rename: the new name is put from local bytes), and
+ * the old path is kept in old for share_renamed(). 0 or -errno.
+ */
+static int fs_share_rename(struct fs *fs, fuse_req_t req, uint64_t parent,
+			   const char *name, char *old, size_t len,
+			   uint64_t *ino)
+{
+	struct idx_attr a;
+	struct node *n;
+	int rc;
+
+	*ino = 0;
+	if (!fs->share || idx_lookup(fs->idx, parent, name, &a) < 0 ||
+	    !S_ISREG(a.mode))
+		return 0;
+	*ino = a.ino;
+	if (share_path(fs, parent, name, old, len) < 0)
+		old[0] = '\0';
+	rc = node_get(fs, a.ino, &a, 0, NULL, 0, &n);
+	if (rc < 0)
+		return rc;
+	rc = share_pull(fs, n, req);
+	node_put(fs, n, 0, 0, 1);
+	return rc;
+}
+
 static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
 {
+	char old[PATH_MAX] = "", xold[PATH_MAX] = "";
+	uint64_t ino = 0, xino = 0;
 	struct fs *fs = fs_of(req);
 	int64_t now = fs_now_ns();
 	uint64_t replaced = 0;
@@ -481,6 +520,12 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			fs_ctl_reserved(newparent, newname)))
 		rc = -EBUSY;
 	if (rc == 0)
+		rc = fs_share_rename(fs, req, parent, name, old, sizeof(old),
+				     &ino);
+	if (rc == 0 && (flags & RENAME_EXCHANGE))
+		rc = fs_share_rename(fs, req, newparent, newname, xold,
+				     sizeof(xold), &xino);
+	if (rc == 0)
 		rc = idx_rename(fs->idx, parent, name, newparent, newname,
 				flags, now, &replaced, &rnlink);
 	if (rc < 0) {
@@ -497,6 +542,10 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		vc_bump(fs->vc, parent, name, 0, 0);
 	if (replaced)
 		fs_relink(fs, replaced, rnlink, now);
+	if (ino)
+		share_renamed(fs, ino, old);
+	if (xino)
+		share_renamed(fs, xino, xold);
 	fs_reply_err(req, 0);
 }
 
@@ -543,8 +592,10 @@ static int fs_open_node(struct fs *fs, struct node *n,
 		free(h);
 		return rc;
 	}
-	if (S_ISREG(n->attr.mode))
+	if (S_ISREG(n->attr.mode)) {
 		fs_touch(fs, n->ino);
+		share_touch(fs, n->ino);
+	}
 	h->n = n;
 	h->flags = fi->flags;
 	fi->fh = (uint64_t)(uintptr_t)h;
@@ -571,7 +622,11 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fs_reply_err(req, rc);
 		return;
 	}
-	rc = fs_open_node(fs, n, fi);
+	/* Bytes only in the shared tier: fetched first (unless O_TRUNC). */
+	if (!(fi->flags & O_TRUNC))
+		rc = share_pull(fs, n, req);
+	if (rc == 0)
+		rc = fs_open_node(fs, n, fi);
 	node_put(fs, n, 0, 0, 1);
 	if (rc < 0) {
 		fs_reply_err(req, rc);
@@ -628,6 +683,9 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void fs_opendir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
+	/* What other machines stored here shows up in the listing. */
+	if (!fs_ctl_ino(ino))
+		share_list(fs_of(req), ino);
 	fi->fh = 0;
 	fi->cache_readdir = 0;
 	fuse_reply_open(req, fi);

@@ -49,6 +49,7 @@ struct wb_job {
 	int superseded;	     /* a newer save replaced it while queued (lock) */
 	int unlinked;	     /* the file had no name left (writer) */
 	unsigned name_gen;   /* the node's renames when path was taken */
+	uint64_t seq;	     /* the node's save_seq for this save */
 	char *path;	     /* the file's path at the FLUSH: the record's */
 	uint32_t *crcs;
 	struct kv_extent ext; /* where it landed (file_id 0: not appended) */
@@ -160,6 +161,7 @@ int wb_save_locked(struct fs *fs, struct node *n)
 	j->charged = (uint64_t)n->nsegs * NODE_SEG;
 	j->n = n;
 	j->mtime_ns = n->attr.mtime_ns;
+	j->seq = atomic_fetch_add(&n->save_seq, 1) + 1;
 	n->segs = NULL;
 	n->nsegs = 0;
 	n->dirty = 0;
@@ -426,6 +428,8 @@ static void wb_finish(struct fs *fs, struct wb *wb, struct wb_job *j,
 			fs->up.touch(fs->up.ctx, n->ino);
 		if (j->ext.file_id && atomic_load(&n->name_gen) != j->name_gen)
 			wb_name_record(fs, n);
+		if (fs->saved)
+			fs->saved(fs, n, j->seq);
 	}
 	/* The reservation becomes the record's real size, or goes. */
 	wb_unreserve(fs, wb, j, j->ext.file_id ? kv_extent_span(&j->ext) : 0);

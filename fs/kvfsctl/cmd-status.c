@@ -50,6 +50,10 @@ struct kc_status {
 	uint64_t uptime, capacity, used, fs_size, fs_free, stored, blocks;
 	uint64_t dirs, others, orphans, inodes, dirty, dirty_limit, verdicts;
 	uint64_t quarantined, wb_files, wb_bytes, wb_peak;
+	/* The shared tier (rados_pool NULL: off). */
+	uint64_t r_reachable, r_sweeper, r_queued, r_hits, r_pulls, r_errors;
+	uint64_t r_usage, r_capacity;
+	const char *rados_pool;
 	struct datadir_usage u;
 	const char *version;
 	const char *count_err; /* why blocks is unknown */
@@ -107,6 +111,15 @@ static void kc_status_live(const struct kc_target *t, struct kc_status *s)
 	ctlproto_json_u64(j, "quarantined", &s->quarantined);
 	ctlproto_json_u64(j, "capacity", &s->capacity);
 	ctlproto_json_u64(j, "used", &s->used);
+	s->rados_pool = ctlproto_json_get(j, "rados_pool");
+	ctlproto_json_u64(j, "rados_reachable", &s->r_reachable);
+	ctlproto_json_u64(j, "rados_sweeper", &s->r_sweeper);
+	ctlproto_json_u64(j, "rados_puts_queued", &s->r_queued);
+	ctlproto_json_u64(j, "rados_remote_hits", &s->r_hits);
+	ctlproto_json_u64(j, "rados_pulls", &s->r_pulls);
+	ctlproto_json_u64(j, "rados_errors", &s->r_errors);
+	ctlproto_json_u64(j, "rados_usage_bytes", &s->r_usage);
+	ctlproto_json_u64(j, "rados_capacity", &s->r_capacity);
 	/* Counting blocks scans the index: the daemon does it on request. */
 	rc = kc_request(t->datadir, CTLPROTO_STATUS, NULL, &resp, NULL);
 	if (rc < 0) {
@@ -231,6 +244,19 @@ static void kc_status_text(const struct kc_target *t, const struct kc_status *s)
 	printf("verdict cache   %llu verdicts, %llu quarantined\n",
 	       (unsigned long long)s->verdicts,
 	       (unsigned long long)s->quarantined);
+	if (!s->rados_pool || !*s->rados_pool) {
+		printf("shared tier:    off\n");
+		return;
+	}
+	printf("shared tier:    pool %s, %s%s; %llu puts queued, %llu remote "
+	       "hits, %llu pulls, %llu errors; pool %s of %s\n",
+	       s->rados_pool, s->r_reachable == 1 ? "reachable" : "UNREACHABLE",
+	       s->r_sweeper == 1 ? ", sweeper" : "",
+	       (unsigned long long)s->r_queued, (unsigned long long)s->r_hits,
+	       (unsigned long long)s->r_pulls, (unsigned long long)s->r_errors,
+	       kc_size(a, sizeof(a), s->r_usage),
+	       s->r_capacity ? kc_size(b, sizeof(b), s->r_capacity)
+			     : "no budget");
 }
 
 int kc_status(int argc, char **argv)

@@ -229,6 +229,47 @@ static void test_lru_bound_and_touch(void **state)
 	assert_int_equal(tv_stats(fx).nverdicts, 2);
 }
 
+/*
+ * With times to live (the shared tier), a miss and a hit are probed again
+ * once old enough, as a new generation; a quarantined miss is not.
+ */
+static void test_ttl_expires_resolved(void **state)
+{
+	struct tv_fx *fx = *state;
+	struct vc_config cfg = {
+		.retain = 8, .miss_ttl_ns = 1000, .hit_ttl_ns = 5000};
+	struct tv_waiter w[4] = {0};
+	uint64_t ga, gb, g;
+
+	tv_fx_start(fx, &cfg);
+	tv_present_add(fx, "a", 7);
+	assert_int_equal(tv_resolve(fx, "a", &ga), VC_HIT);
+	assert_int_equal(tv_resolve(fx, "b", &gb), VC_MISS);
+	fake_clock_advance(&fx->clk, 999);
+	assert_int_equal(tv_look(fx, "b", &w[0], NULL, NULL), VC_MISS);
+	fake_clock_advance(&fx->clk, 1);
+	/* Another machine stored b meanwhile: the probe sees it. */
+	tv_present_add(fx, "b", 8);
+	assert_int_equal(tv_look(fx, "b", &w[1], NULL, &g), VC_PARKED);
+	assert_true(g > gb);
+	assert_int_equal(tv_look(fx, "a", &w[2], NULL, NULL), VC_HIT);
+	assert_int_equal(vc_poll(fx->vc), 1);
+	assert_int_equal(w[1].result, VC_HIT);
+	assert_int_equal(w[1].ino, 8);
+	fake_clock_advance(&fx->clk, 4000);
+	assert_int_equal(tv_look(fx, "a", &w[3], NULL, &g), VC_PARKED);
+	assert_true(g > ga);
+	assert_int_equal(vc_poll(fx->vc), 1);
+	assert_int_equal(w[3].result, VC_HIT);
+	assert_int_equal(tv_calls(fx), 4);
+	/* A quarantined miss outlives every time to live. */
+	assert_int_equal(vc_mark_miss(fx->vc, TV_PARENT, "a", w[3].gen), 1);
+	fake_clock_advance(&fx->clk, 1000000);
+	memset(w, 0, sizeof(w));
+	assert_int_equal(tv_look(fx, "a", &w[0], NULL, NULL), VC_MISS);
+	assert_int_equal(tv_calls(fx), 4);
+}
+
 static void test_window_batches_keys(void **state)
 {
 	struct tv_fx *fx = *state;
@@ -709,6 +750,7 @@ int main(void)
 		M(test_bump_unknown_key_mirror),
 		C(test_quarantine_kept_beyond_lru),
 		C(test_lru_bound_and_touch),
+		B(test_ttl_expires_resolved),
 		B(test_window_batches_keys),
 		B(test_max_batch_splits),
 		C(test_keys_are_per_parent),

@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shared tier on the read side (share.h): lookups that fall through to
+ * RADOS, the stubs and directories they leave in the local index, the
+ * listing of a directory, and pulls of a stub's block with the failure
+ * policy of a local read.
+ */
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "clock.h"
+#include "damage.h"
+#include "filebuf.h"
+#include "fs.h"
+#include "node.h"
+#include "notify.h"
+#include "rtier.h"
+#include "share.h"
+#include "share_int.h"
+#include "wb.h"
+
+/* Most names one listing adds to the local index. */
+#define SHARE_LIST_MAX 100000u
+
+int share_is_stub(const struct node *n)
+{
+	return S_ISREG(n->attr.mode) && n->attr.size > 0 &&
+	       n->attr.ext.file_id == 0 && !n->dirty && !n->cached && !n->wb &&
+	       !n->evicted && n->attr.nlink > 0;
+}
+
+/*
+ * Gives (parent, name), which RADOS has, a local entry: a directory, or a
+ * stub of size bytes. *ino is the entry's (or the one a racing create
+ * made). Owner: the mount's root directory's.
+ */
+static int share_materialize(struct fs *fs, uint64_t parent, const char *name,
+			     uint64_t size, uint64_t *ino)
+{
+	int64_t now = fs_now_ns();
+	struct idx_attr a = {0}, root;
+	int rc;
+
+	rc = idx_getattr(fs->idx, KV_ROOT_INO, &root);
+	if (rc < 0)
+		return rc;
+	a.uid = root.uid;
+	a.gid = root.gid;
+	a.atime_ns = a.mtime_ns = a.ctime_ns = now;
+	if (size == RTIER_DIR) {
+		a.mode = S_IFDIR | 0755;
+		rc = idx_create(fs->idx, parent, name, &a, NULL);
+	} else {
+		a.mode = S_IFREG | 0644;
+		a.size = size;
+		rc = idx_create_stub(fs->idx, parent, name, &a);
+	}
+	if (rc == -EEXIST)
+		rc = idx_lookup(fs->idx, parent, name, &a);
+	if (rc < 0)
+		return rc;
+	*ino = a.ino;
+	if (S_ISREG(a.mode))
+		share_mark(fs->share, a.ino);
+	/* The parent's times and link count changed under the kernel. */
+	notify_inode(fs->notify, parent);
+	return 0;
+}
+
+/* Removes (parent, name) = ino locally: another machine removed it. */
+static int share_forget(struct fs *fs, uint64_t parent, const char *name,
+			uint64_t ino)
+{
+	struct idx_name e = {.ino = ino, .parent = parent};
+
+	snprintf(e.name, sizeof(e.name), "%s", name);
+	if (node_is_busy(fs, ino) || !node_unname(fs, &e, 0))
+		return 0;
+	atomic_fetch_add(&fs->share->st.remote_unlinks, 1);
+	log_info("shared tier: %s (inode %llu) was removed on another "
+		 "machine; removed here too",
+		 name, (unsigned long long)ino);
+	return 1;
+}
+
+/* Applies RADOS's answer for one key of a probe. */
+static void share_answer(struct fs *fs, uint64_t parent, const char *name,
+			 int rfound, uint64_t size, int *found, uint64_t *ino)
+{
+	struct share *sh = fs->share;
+
+	if (!*found) {
+		if (!rfound) {
+			atomic_fetch_add(&sh->st.remote_misses, 1);
+			return;
+		}
+		atomic_fetch_add(&sh->st.remote_hits, 1);
+		if (share_materialize(fs, parent, name, size, ino) == 0)
+			*found = 1;
+		return;
+	}
+	/* Swept for room is not removed: the local copy stays. */
+	if (!rfound && size != RTIER_SWEPT &&
+	    share_forget(fs, parent, name, *ino))
+		*found = 0;
+}
+
+/* Whether key i needs RADOS: a local miss, or a name from the tier. */
+static int share_wants(struct share *sh, const char *name, int found,
+		       uint64_t ino)
+{
+	return !share_is_tmp(name) && (!found || share_marked(sh, ino));
+}
+
+/* Probes the keys of one directory (idx: their positions). */
+static int share_probe_dir(struct fs *fs, struct rtier *rt, uint64_t parent,
+			   size_t g, const size_t *idx,
+			   const char *const *names, int *found, uint64_t *inos)
+{
+	struct share *sh = fs->share;
+	char dir[RTIER_PATH_MAX + 1];
+	const char **gn = calloc(g, sizeof(*gn));
+	uint64_t *sizes = calloc(g, sizeof(*sizes));
+	int *rf = calloc(g, sizeof(*rf));
+	uint64_t t0 = clock_monotonic_ns();
+	int rc = gn && sizes && rf ? 0 : -ENOMEM;
+
+	if (rc == 0)
+		rc = idx_path(fs->idx, parent, dir, sizeof(dir));
+	for (size_t k = 0; rc == 0 && k < g; k++)
+		gn[k] = names[idx[k]];
+	if (rc == 0) {
+		rc = rtier_probe(rt, dir, g, gn, rf, sizes);
+		atomic_fetch_add(&sh->st.probes, 1);
+		atomic_fetch_add(&sh->st.probe_us,
+				 (clock_monotonic_ns() - t0) / 1000);
+		if (rc < 0)
+			share_fail(sh, rc, dir);
+	}
+	for (size_t k = 0; rc == 0 && k < g; k++)
+		share_answer(fs, parent, gn[k], rf[k], sizes[k], &found[idx[k]],
+			     &inos[idx[k]]);
+	free(gn);
+	free(sizes);
+	free(rf);
+	return rc;
+}
+
+void share_probe(struct fs *fs, size_t n, const uint64_t *parents,
+		 const char *const *names, int *found, uint64_t *inos)
+{
+	struct share *sh = fs->share;
+	char *done;
+	size_t *idx;
+	struct rtier *rt;
+
+	if (!sh)
+		return;
+	done = calloc(n, 1);
+	idx = calloc(n, sizeof(*idx));
+	rt = done && idx ? share_rt_get(sh) : NULL;
+	for (size_t i = 0; rt && i < n; i++) {
+		size_t g = 0;
+
+		if (done[i])
+			continue;
+		/* The batch's keys in this directory: one round trip. */
+		for (size_t j = i; j < n; j++) {
+			if (done[j] || parents[j] != parents[i])
+				continue;
+			done[j] = 1;
+			if (share_wants(sh, names[j], found[j], inos[j]))
+				idx[g++] = j;
+		}
+		if (g && share_probe_dir(fs, rt, parents[i], g, idx, names,
+					 found, inos) < 0)
+			break;
+	}
+	if (rt)
+		share_rt_put(sh);
+	free(done);
+	free(idx);
+}
+
+struct share_lister {
+	struct fs *fs;
+	uint64_t dir;
+	unsigned added;
+};
+
+static int share_list_one(void *arg, const char *name, uint64_t size)
+{
+	struct share_lister *l = arg;
+	struct idx_attr a;
+	uint64_t ino;
+
+	if (strlen(name) > IDX_NAME_MAX || strchr(name, '/') ||
+	    share_is_tmp(name))
+		return 0;
+	if (idx_lookup(l->fs->idx, l->dir, name, &a) == -ENOENT &&
+	    share_materialize(l->fs, l->dir, name, size, &ino) == 0) {
+		vc_bump(l->fs->vc, l->dir, name, 1, ino);
+		l->added++;
+	}
+	return l->added >= SHARE_LIST_MAX;
+}
+
+void share_list(struct fs *fs, uint64_t dir)
+{
+	struct share_lister l = {.fs = fs, .dir = dir};
+	char path[RTIER_PATH_MAX + 1];
+	struct rtier *rt;
+	int rc;
+
+	if (!fs->share || idx_path(fs->idx, dir, path, sizeof(path)) < 0)
+		return;
+	rt = share_rt_get(fs->share);
+	if (!rt)
+		return;
+	rc = rtier_list(rt, path, share_list_one, &l);
+	share_rt_put(fs->share);
+	if (rc < 0)
+		share_fail(fs->share, rc, path);
+}
+
+static int share_req_stop(void *arg)
+{
+	return arg ? fuse_req_interrupted(arg) : 0;
+}
+
+/*
+ * A pull that failed (rc from rtier_get), with the local failure policy:
+ * provably short: the object and the name go; removed there: the stub
+ * goes; damaged or failed: the name is quarantined, the object kept; out
+ * of reach: an error, nothing changes.
+ */
+static int share_pull_failed(struct fs *fs, struct rtier *rt, struct node *n,
+			     const char *path, int rc)
+{
+	struct share *sh = fs->share;
+	int r;
+
+	if (rc == -ENOENT) {
+		pthread_mutex_lock(&fs->nodes_lock);
+		uint64_t parent = n->parent;
+		char *name = strdup(n->name);
+		pthread_mutex_unlock(&fs->nodes_lock);
+
+		if (name && parent)
+			share_forget(fs, parent, name, n->ino);
+		free(name);
+		return -ENOENT;
+	}
+	if (rc == -ENODATA) {
+		r = rtier_remove(rt, path);
+		log_warn("shared tier: %s is short (its object holds fewer "
+			 "bytes than its length); object %s, name dropped",
+			 path, r == 0 ? "removed" : "not removed");
+		atomic_fetch_add(&sh->st.short_dropped, 1);
+		fs_drop(fs, n);
+		return -EIO;
+	}
+	share_fail(sh, rc, path);
+	if (rc == -EBADMSG || rc == -EIO) {
+		atomic_fetch_add(&sh->st.quarantined, 1);
+		fs_quarantine(fs, n, rc);
+	}
+	return -EIO;
+}
+
+/* Makes n's bytes buf (len) and saves them locally. n->rw exclusive. */
+static int share_install(struct fs *fs, struct node *n, const void *buf,
+			 uint64_t len)
+{
+	int rc = node_reserve(fs, n, len);
+
+	if (rc < 0) {
+		node_discard(fs, n);
+		return rc;
+	}
+	node_copy_in(n, 0, buf, len);
+	n->attr.size = len;
+	n->dirty = 1;
+	atomic_store(&n->share_pulled, 1);
+	rc = wb_save_locked(fs, n);
+	if (rc < 0) {
+		/* No room here: served from memory while it is open. */
+		log_warn("shared tier: pulled inode %llu not kept locally: %s",
+			 (unsigned long long)n->ino, strerror(-rc));
+		atomic_store(&n->share_pulled, 0);
+		n->dirty = 0;
+		n->cached = 1;
+	}
+	return 0;
+}
+
+int share_pull(struct fs *fs, struct node *n, fuse_req_t req)
+{
+	struct share *sh = fs->share;
+	char path[RTIER_PATH_MAX + 1];
+	uint64_t len = 0, t0;
+	struct rtier *rt;
+	void *buf = NULL;
+	int rc, stub;
+
+	if (!sh)
+		return 0;
+	pthread_rwlock_rdlock(&n->rw);
+	stub = share_is_stub(n);
+	pthread_rwlock_unlock(&n->rw);
+	if (!stub)
+		return 0;
+	rc = idx_path(fs->idx, n->ino, path, sizeof(path));
+	if (rc < 0)
+		return rc;
+	rt = share_rt_get(sh);
+	if (!rt) {
+		log_warn("shared tier: cannot load %s: the cluster is out of "
+			 "reach",
+			 path);
+		return -EIO;
+	}
+	t0 = clock_monotonic_ns();
+	rc = rtier_get(rt, path, &buf, &len);
+	if (rc < 0)
+		rc = share_pull_failed(fs, rt, n, path, rc);
+	share_rt_put(sh);
+	if (rc < 0)
+		return rc;
+	rc = node_budget_wait(fs, (len + NODE_SEG - 1) / NODE_SEG * NODE_SEG,
+			      share_req_stop, req);
+	if (rc == 0) {
+		pthread_rwlock_wrlock(&n->rw);
+		if (share_is_stub(n))
+			rc = share_install(fs, n, buf, len);
+		pthread_rwlock_unlock(&n->rw);
+	}
+	free(buf);
+	if (rc == 0) {
+		atomic_fetch_add(&sh->st.pulls, 1);
+		atomic_fetch_add(&sh->st.pull_bytes, len);
+		atomic_fetch_add(&sh->st.pull_us,
+				 (clock_monotonic_ns() - t0) / 1000);
+	}
+	return rc;
+}
