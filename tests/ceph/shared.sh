@@ -22,12 +22,14 @@
 #      fails with EIO, the name then misses and the object is gone; an
 #      object with a flipped byte (kvfs.len and kvfs.crcs kept): EIO, a
 #      miss, and the object kept;
-#   6. the cluster stopped while both mounts serve: A's own blocks and B's
-#      pulled ones still load, absent names miss and A stores, nothing
-#      hangs (every call bounded to 30 s), kvfs_rados_reachable becomes 0
-#      with one log line; a new cluster started in the same directory on
-#      the same port is found again within 15 s (kvfs_rados_reachable 1,
-#      logged), and a block stored on A then is seen on B.
+#   6. the cluster stopped while both mounts serve (its monitor's ports
+#      held by a listener that never answers, so that no other test's
+#      cluster starts there meanwhile): A's own blocks and B's pulled ones
+#      still load, absent names miss and A stores, nothing hangs (every
+#      call bounded to 30 s), kvfs_rados_reachable becomes 0 with one log
+#      line; a new cluster started in the same directory on the same port
+#      is found again within 15 s (kvfs_rados_reachable 1, logged), and a
+#      block stored on A then is seen on B.
 # Exits 77 (skip) when Ceph is not installed (scripts/setup-deps --ceph).
 #
 # Environment: CEPH_TEST_CLUSTER, KVFS, KVFSCTL, VLLM_IO, LOOKUP_PROBE.

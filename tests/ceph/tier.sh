@@ -32,7 +32,10 @@ declare -A MNT=()   # daemon name (A, B) -> mountpoint
 declare -A DATA=()  # daemon name -> data directory
 declare -A PID=()   # daemon name -> pid
 
+HOLD=               # pid of port_hold's listener
+
 tier_cleanup() {
+	[ -z "$HOLD" ] || kill "$HOLD" 2>/dev/null
 	"$CTC" stop "$CL"
 	rm -rf "$T"
 }
@@ -58,10 +61,39 @@ cl_start() {
 	log "cluster: $line ($(cat "$T/start.err"))"
 }
 
-# cl_stop: every daemon of the cluster ended.
+# port_hold: listens on the monitor's ports (PORT, PORT + 1) without ever
+# answering, until cl_restart. While the cluster is stopped, another test
+# on this machine would otherwise start its own cluster there (the first
+# free port from 16789), and the daemons would reconnect to it: a pool
+# where none of their names are. Pid in HOLD.
+port_hold() {
+	python3 -c '
+import socket, sys, time
+held = []
+for p in sys.argv[1:]:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", int(p)))
+    s.listen(64)
+    held.append(s)
+print("held", flush=True)
+time.sleep(3600)
+' "$PORT" $((PORT + 1)) >"$T/hold.out" 2>&1 &
+	HOLD=$!
+	for _ in $(seq 50); do
+		grep -q held "$T/hold.out" && return 0
+		kill -0 "$HOLD" 2>/dev/null || break
+		sleep 0.1
+	done
+	fail "ports $PORT and $((PORT + 1)) could not be held:" \
+		"$(cat "$T/hold.out")"
+}
+
+# cl_stop: every daemon of the cluster ended, its ports held (port_hold).
 cl_stop() {
 	"$CTC" stop "$CL" || fail "cluster stop"
-	log "cluster stopped"
+	port_hold
+	log "cluster stopped (its ports held by a listener that never answers)"
 }
 
 # cl_restart [ARGS...]: a new cluster (new fsid, no objects) in the same
@@ -71,6 +103,10 @@ cl_stop() {
 cl_restart() {
 	local port=$PORT
 	"$CTC" stop "$CL" || fail "cluster stop"
+	if [ -n "$HOLD" ]; then
+		kill "$HOLD" && { wait "$HOLD"; } 2>/dev/null
+		HOLD=
+	fi
 	rm -rf "$CL"
 	cl_start --port "$port" "$@"
 }
