@@ -11,9 +11,10 @@
 #      the same one for 3 s, and it counted its sweeps; a swept block
 #      misses on the other machine, a kept one loads there byte-exact;
 #   3. the holder is killed (-9) and its mount lazily unmounted; the
-#      survivor stores 10 more blocks, takes the lease within
+#      survivor stores 10 more blocks at once, takes the lease within
 #      lease + interval + 5 s, and brings the pool back under 8 MiB, again
-#      keeping the most recent blocks.
+#      keeping the most recently used blocks: the last 7 stored, not block
+#      28, read in 2 before they were stored.
 # Exits 77 (skip) when Ceph is not installed (scripts/setup-deps --ceph).
 #
 # Environment: CEPH_TEST_CLUSTER, KVFS, KVFSCTL, WB_CLIENT, LOOKUP_PROBE.
@@ -56,15 +57,34 @@ wait_under() {
 	echo $((SECONDS - t0))
 }
 
+# use_times: the last use the pool records for each block (its use
+# shards u:0 .. u:15), one "PATH SECONDS" line each, for a failure report.
+use_times() {
+	local u k
+	for ((u = 0; u < 16; u++)); do
+		r listomapkeys "u:$u" || continue
+		for k in $OUT; do
+			timeout -k 5 60 rados -c "$CONF" -p "$POOL" getomapval \
+				"u:$u" "$k" "$T/use" >/dev/null 2>&1 || continue
+			echo "$k $(od -A n -t u8 -N 8 "$T/use" |
+				awk '{ printf "%.3f", $1 / 1e9 }')"
+		done
+	done | sort -k 2 -n
+}
+
 # check_lru N: of blocks 0 .. N-1, the ones kept are N-k .. N-1 (the most
-# recently stored), with k >= 7 (a sweep stops at 90% of 8 MiB).
+# recently used: stored, or read as in case 2), with k >= 7 (a sweep stops
+# at 90% of 8 MiB).
 check_lru() {
 	local n=$1 k=${#KEPT[@]} i
 	[ "$k" -ge 7 ] || fail "only $k blocks kept ($USAGE bytes): ${KEPT[*]}"
 	for ((i = 0; i < k; i++)); do
-		[ "${KEPT[i]}" -eq $((n - k + i)) ] ||
-			fail "kept blocks ${KEPT[*]}: not the $k most recently" \
-				"stored of 0 .. $((n - 1))"
+		[ "${KEPT[i]}" -eq $((n - k + i)) ] && continue
+		log "the pool's last uses:"
+		use_times >&2
+		fail "kept blocks ${KEPT[*]}: not the $k most recently" \
+			"used of 0 .. $((n - 1)) (times above and in the" \
+			"'stored' and 'read' lines)"
 	done
 	log "kept: ${KEPT[*]} ($USAGE bytes <= $CAP)"
 }
@@ -74,6 +94,7 @@ store() {
 	expect "stored ${MNT[$1]}/s/b$(printf %06d "$2").bin" \
 		"$WB_CLIENT" store "${MNT[$1]}/s" "$2" 1 $MiB
 	kc_sync "$1"
+	log "stored $2 on $1 at $(date +%s.%N | cut -c1-14)"
 }
 
 # holder: the name of the daemon holding the lease ("" when none, "AB"
@@ -120,6 +141,7 @@ log "2: $H holds the lease, swept $(need "$H" rados_swept_total) objects" \
 expect "access: ENOENT" "$LOOKUP_PROBE" access "${MNT[B]}/s/b000000.bin"
 expect "verify: 1 present, 0 absent, 0 bad" \
 	"$WB_CLIENT" verify "${MNT[B]}/s" 28 1 $MiB
+log "2: read 28 on B at $(date +%s.%N | cut -c1-14)"
 log "2: on B, A's swept block 0 misses, A's kept block 28 loads byte-exact"
 
 # 3.
