@@ -27,6 +27,12 @@ struct kv_extent {
 	uint64_t len;	 /* payload bytes (the file's size when written) */
 };
 
+/*
+ * hdr_len of a stub: a regular file with no record (file_id 0) whose size
+ * bytes are in the shared tier (fs/kvfs/share.h), not lost.
+ */
+#define KV_EXT_STUB UINT32_MAX
+
 static inline uint64_t kv_align_up(uint64_t n)
 {
 	return (n + KV_ALIGN - 1) & ~(uint64_t)(KV_ALIGN - 1);

@@ -97,8 +97,9 @@ int idx_create(struct idx *idx, uint64_t parent, const char *name,
 /*
  * idx_create() of a regular file whose bytes are elsewhere (the shared
  * tier): its size is attr->size, it has no record and it is pending (see
- * idx_purge_pending(), which removes it after a restart) until its bytes
- * are saved with idx_set_extent(). -EINVAL for another type.
+ * idx_purge_pending(), which removes it after a crash) until its bytes are
+ * saved with idx_set_extent(); attributes read back show it with
+ * ext.hdr_len KV_EXT_STUB. -EINVAL for another type.
  */
 int idx_create_stub(struct idx *idx, uint64_t parent, const char *name,
 		    struct idx_attr *attr);

@@ -158,9 +158,14 @@ static int idx_row_attr(struct idx *idx, sqlite3_stmt *st, struct idx_attr *a)
 				.len = (uint64_t)sqlite3_column_int64(st, 12),
 			},
 	};
-	/* No record: hdr_len may be the pending mark (SID_INSERT_INODE). */
+	/*
+	 * No record: hdr_len may be the pending mark (SID_INSERT_INODE); a
+	 * pending file with a size is a stub (idx_create_stub).
+	 */
 	if (!a->ext.file_id)
-		a->ext.hdr_len = 0;
+		a->ext.hdr_len = a->ext.hdr_len == UINT32_MAX && a->size > 0
+					 ? KV_EXT_STUB
+					 : 0;
 	return 0;
 }
 
@@ -458,7 +463,10 @@ int idx_create_stub(struct idx *idx, uint64_t parent, const char *name,
 		return rc;
 	if (!S_ISREG(a.mode))
 		return -EINVAL;
-	return idx_create_in(idx, parent, name, attr, &a, NULL, 0);
+	rc = idx_create_in(idx, parent, name, attr, &a, NULL, 0);
+	if (rc == 0 && attr->size > 0)
+		attr->ext.hdr_len = KV_EXT_STUB;
+	return rc;
 }
 
 int idx_create_ino(struct idx *idx, uint64_t parent, const char *name,

@@ -241,7 +241,8 @@ static void kvdb_sync_dir(const char *dir)
 static void kvdb_log_pending(void *arg, uint64_t parent, const char *name)
 {
 	(void)arg;
-	log_info("lost at the crash (still queued): %s in directory inode "
+	log_info("lost at the crash (still queued, or a shared-tier stub "
+		 "found again on demand): %s in directory inode "
 		 "%" PRIu64,
 		 name, parent);
 }

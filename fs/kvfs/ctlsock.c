@@ -421,9 +421,9 @@ static void ctlsock_evict(struct ctlsock *cs, struct tbuf *b, const char *arg,
 static void ctlsock_sync(struct ctlsock *cs, struct tbuf *b)
 {
 	struct fs *fs = cs->fs;
-	uint64_t start = clock_monotonic_ns();
+	uint64_t start = clock_monotonic_ns(), local;
 	struct wb_stats ws;
-	int rc;
+	int rc, shared;
 
 	wb_get_stats(fs, &ws);
 	rc = wb_drain(fs, CTLPROTO_SYNC_WAIT_S * 1000);
@@ -435,12 +435,6 @@ static void ctlsock_sync(struct ctlsock *cs, struct tbuf *b)
 			       "the write-behind queue did not drain in time");
 		return;
 	}
-	/* The shared tier's puts of what was just committed. */
-	rc = share_drain(fs, CTLPROTO_SYNC_WAIT_S * 1000);
-	if (rc < 0)
-		log_warn("kvfsctl sync: shared-tier puts not done: %s",
-			 rc == -ENOTCONN ? "the cluster is out of reach"
-					 : "still queued after the wait");
 	rc = store_sync(fs->store);
 	if (rc == 0)
 		rc = idx_sync(fs->idx);
@@ -449,13 +443,26 @@ static void ctlsock_sync(struct ctlsock *cs, struct tbuf *b)
 		ctlproto_error(b, rc, "cannot make the data durable");
 		return;
 	}
+	local = clock_monotonic_ns();
+	/* Then the shared tier's puts of what was just committed. */
+	shared = share_drain(fs, CTLPROTO_SYNC_WAIT_S * 1000);
+	if (shared < 0)
+		log_warn("kvfsctl sync: shared-tier puts not done: %s",
+			 shared == -ENOTCONN ? "the cluster is out of reach"
+					     : "still queued after the wait");
 	tbuf_printf(
 		b,
 		"{\"ok\": true, \"queued_files\": %llu, "
-		"\"queued_bytes\": %llu, \"waited_ms\": %llu}\n",
+		"\"queued_bytes\": %llu, \"waited_ms\": %llu, "
+		"\"local_ms\": %llu, \"shared\": %s}\n",
 		(unsigned long long)ws.queued_files,
 		(unsigned long long)ws.queued_bytes,
-		(unsigned long long)((clock_monotonic_ns() - start) / 1000000));
+		(unsigned long long)((clock_monotonic_ns() - start) / 1000000),
+		(unsigned long long)((local - start) / 1000000),
+		!fs->share	      ? "\"off\""
+		: shared == 0	      ? "\"done\""
+		: shared == -ENOTCONN ? "\"unreachable\""
+				      : "\"pending\"");
 }
 
 /* Answers one parsed request into b. */

@@ -342,6 +342,7 @@ static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fs_reply_err(req, rc);
 		return;
 	}
+	share_mkdir(fs_of(req), parent, name, n->ino);
 	fs_reply_new(req, n);
 }
 
@@ -489,7 +490,7 @@ static int fs_share_rename(struct fs *fs, fuse_req_t req, uint64_t parent,
 	*ino = a.ino;
 	if (share_path(fs, parent, name, old, len) < 0)
 		old[0] = '\0';
-	rc = node_get(fs, a.ino, &a, 0, NULL, 0, &n);
+	rc = node_get(fs, a.ino, &a, parent, name, 0, &n);
 	if (rc < 0)
 		return rc;
 	rc = share_pull(fs, n, req);

@@ -226,95 +226,111 @@ void share_removed(struct fs *fs, const char *path)
 		share_enqueue(sh, SHARE_REMOVE, 0, path);
 }
 
-/*
- * Copies ino's bytes (queued, cached or from its record) into *buf, its
- * path into path. -EAGAIN when there is nothing to put now (a stub,
- * unsaved bytes a later commit brings, a temporary name).
- */
-static int share_read(struct fs *fs, uint64_t ino, char *path, size_t plen,
-		      char **buf, uint64_t *len)
+/* Copies size bytes of a node's buffer (segs) into buf. */
+static void share_copy_segs(char *const *segs, uint64_t size, char *buf)
 {
-	struct node *n;
-	uint32_t *crcs = NULL, ncrcs = 0;
-	uint64_t off = 0, size;
-	int rc;
+	struct iovec iov[1];
 
-	rc = idx_path(fs->idx, ino, path, plen);
-	if (rc < 0)
-		return rc;
-	if (share_is_tmp(strrchr(path, '/') + 1))
-		return -EAGAIN;
-	rc = node_get(fs, ino, NULL, 0, NULL, 0, &n);
-	if (rc < 0)
-		return rc;
-	pthread_rwlock_rdlock(&n->rw);
-	size = n->attr.size;
-	if (!S_ISREG(n->attr.mode) || n->attr.nlink == 0)
-		rc = -ENOENT;
-	else if (n->dirty || share_is_stub(n))
-		rc = -EAGAIN;
-	else if (!(n->cached || n->wb) && size && !n->crcs_loaded)
-		rc = idx_get_crcs(fs->idx, ino, &crcs, &ncrcs);
-	*buf = rc == 0 ? malloc(size ? size : 1) : NULL;
-	if (rc == 0 && !*buf)
-		rc = -ENOMEM;
-	if (rc == 0 && (n->cached || n->wb)) {
-		struct iovec iov[1];
-
-		for (off = 0; off < size; off += iov[0].iov_len) {
-			node_segs_iov(n->cached ? n->segs : n->wb->segs, off,
-				      size - off < NODE_SEG ? size - off
-							    : NODE_SEG,
-				      iov);
-			memcpy(*buf + off, iov[0].iov_base, iov[0].iov_len);
-		}
-		if (n->wb)
-			atomic_store(&n->share_put_seq,
-				     atomic_load(&n->save_seq));
+	for (uint64_t off = 0; off < size; off += iov[0].iov_len) {
+		node_segs_iov(segs, off,
+			      size - off < NODE_SEG ? size - off : NODE_SEG,
+			      iov);
+		memcpy(buf + off, iov[0].iov_base, iov[0].iov_len);
 	}
+}
+
+/* Reads a record's size bytes into buf, every chunk checked. */
+static int share_copy_record(struct fs *fs, const struct kv_extent *ext,
+			     const uint32_t *crcs, uint64_t size, char *buf)
+{
+	uint64_t off = 0;
+	int rc = 0;
+
 	while (rc == 0 && off < size) {
 		uint64_t piece = size - off < NODE_SEG ? size - off : NODE_SEG;
 		const void *data;
-		size_t got;
+		size_t got = 0;
 
-		rc = store_read(fs->store, &n->attr.ext,
-				n->crcs_loaded ? n->crcs : crcs, off, piece,
-				&data, &got);
+		rc = store_read(fs->store, ext, crcs, off, piece, &data, &got);
 		if (rc == 0 && got == 0)
 			rc = -EIO;
 		if (rc == 0)
-			memcpy(*buf + off, data, got);
+			memcpy(buf + off, data, got);
 		off += got;
 	}
-	pthread_rwlock_unlock(&n->rw);
-	node_put(fs, n, 0, 0, 1);
-	free(crcs);
-	if (rc < 0) {
-		free(*buf);
-		*buf = NULL;
-		if (rc != -EAGAIN && rc != -ENOENT)
-			log_warn("shared tier: cannot read %s for its put: %s",
-				 path, fs_read_error(rc));
-		return rc;
-	}
-	*len = size;
-	return 0;
+	return rc;
 }
 
-/* Puts ino under its current name. Put thread. */
-static void share_put_one(struct share *sh, uint64_t ino)
+/*
+ * ino's bytes from its node (queued or cached copy, or its record under
+ * n->rw), or, when the kernel holds no node for it, from the index and its
+ * record. -EAGAIN: nothing to put now (a stub, or unsaved bytes a later
+ * commit brings).
+ */
+static int share_bytes(struct fs *fs, uint64_t ino, char **buf, uint64_t *len)
+{
+	struct node *n = node_find(fs, ino);
+	uint32_t *crcs = NULL, ncrcs = 0;
+	struct idx_attr a;
+	int rc = 0;
+
+	if (n) {
+		pthread_rwlock_rdlock(&n->rw);
+		a = n->attr;
+		if (n->evicted)
+			rc = -ENOENT;
+		else if (n->dirty || share_is_stub(n))
+			rc = -EAGAIN;
+	} else {
+		rc = idx_getattr(fs->idx, ino, &a);
+		if (rc == 0 && a.size > 0 && a.ext.file_id == 0)
+			rc = -EAGAIN; /* a stub */
+	}
+	if (rc == 0 && (!S_ISREG(a.mode) || a.nlink == 0))
+		rc = -ENOENT;
+	if (rc == 0 && a.size && !(n && (n->cached || n->wb || n->crcs_loaded)))
+		rc = idx_get_crcs(fs->idx, ino, &crcs, &ncrcs);
+	*buf = rc == 0 ? malloc(a.size ? a.size : 1) : NULL;
+	if (rc == 0 && !*buf)
+		rc = -ENOMEM;
+	if (rc == 0 && n && (n->cached || n->wb)) {
+		share_copy_segs(n->cached ? n->segs : n->wb->segs, a.size,
+				*buf);
+		if (n->wb)
+			atomic_store(&n->share_put_seq,
+				     atomic_load(&n->save_seq));
+	} else if (rc == 0) {
+		rc = share_copy_record(fs, &a.ext,
+				       n && n->crcs_loaded ? n->crcs : crcs,
+				       a.size, *buf);
+	}
+	if (n) {
+		pthread_rwlock_unlock(&n->rw);
+		node_put(fs, n, 0, 0, 1);
+	}
+	free(crcs);
+	*len = a.size;
+	return rc;
+}
+
+/* Puts ino's bytes under path (resolved at dequeue). Put thread. */
+static void share_put_one(struct share *sh, uint64_t ino, const char *path)
 {
 	struct fs *fs = sh->fs;
-	char path[RTIER_PATH_MAX + 1];
 	uint32_t *crcs = NULL;
 	struct rtier *rt;
 	uint64_t len = 0, t0;
 	char *buf = NULL;
 	int rc;
 
-	rc = share_read(fs, ino, path, sizeof(path), &buf, &len);
-	if (rc < 0)
+	rc = share_bytes(fs, ino, &buf, &len);
+	if (rc < 0) {
+		if (rc != -EAGAIN && rc != -ENOENT)
+			log_warn("shared tier: cannot read %s for its put: %s",
+				 path, fs_read_error(rc));
+		free(buf);
 		return;
+	}
 	crcs = malloc((kv_nchunks(len) + 1) * sizeof(*crcs));
 	for (uint32_t i = 0; crcs && i < kv_nchunks(len); i++) {
 		uint64_t o = (uint64_t)i * KV_CHUNK_SIZE;
@@ -356,10 +372,50 @@ static void share_remove_one(struct share *sh, const char *path)
 		share_fail(sh, rc, path);
 }
 
+/*
+ * The path of the queue's first op (a put's is its inode's name now):
+ * 0, or -errno when the op has nothing to do (no name, a temporary one).
+ * sh->lock held.
+ */
+static int share_head_path(struct share *sh, char *path, size_t len)
+{
+	const struct share_op *op = sh->qhead;
+	int rc;
+
+	if (op->kind == SHARE_REMOVE) {
+		snprintf(path, len, "%s", op->path);
+		return 0;
+	}
+	rc = idx_path(sh->fs->idx, op->ino, path, len);
+	if (rc == 0 && share_is_tmp(strrchr(path, '/') + 1))
+		rc = -EAGAIN;
+	return rc;
+}
+
+/*
+ * The slot of the op running on path ("": an idle slot), or -1. sh->lock
+ * held.
+ */
+static int share_running(const struct share *sh, const char *path)
+{
+	for (int i = 0; i < SHARE_PUTTERS; i++)
+		if (strcmp(sh->running[i], path) == 0)
+			return i;
+	return -1;
+}
+
+/*
+ * One of SHARE_PUTTERS put threads. Ops start in queue order, and one on
+ * a path some thread is running waits for it (the queue's head waits, so
+ * the ops on one path keep their order: a remove is never overtaken by an
+ * earlier put of the same path).
+ */
 static void *share_putter(void *arg)
 {
+	char path[RTIER_PATH_MAX + 1];
 	struct share *sh = arg;
 	struct share_op *op;
+	int rc, slot;
 
 	if (setpriority(PRIO_PROCESS, (id_t)gettid(), SHARE_NICE) < 0)
 		log_debug("shared tier: put thread keeps nice 0: %s",
@@ -372,22 +428,32 @@ static void *share_putter(void *arg)
 			pthread_cond_wait(&sh->cond, &sh->lock);
 		if (sh->stop)
 			break;
+		rc = share_head_path(sh, path, sizeof(path));
+		if (rc == 0 && share_running(sh, path) >= 0) {
+			pthread_cond_wait(&sh->cond, &sh->lock);
+			continue;
+		}
 		op = sh->qhead;
 		sh->qhead = op->next;
 		if (!sh->qhead)
 			sh->qtail = NULL;
 		if (op->kind == SHARE_PUT)
 			set_del(&sh->queued, op->ino);
-		sh->busy = 1;
-		pthread_mutex_unlock(&sh->lock);
-		if (op->kind == SHARE_PUT)
-			share_put_one(sh, op->ino);
-		else
-			share_remove_one(sh, op->path);
+		slot = rc == 0 ? share_running(sh, "") : -1;
+		if (slot >= 0) {
+			snprintf(sh->running[slot], sizeof(sh->running[slot]),
+				 "%s", path);
+			pthread_mutex_unlock(&sh->lock);
+			if (op->kind == SHARE_PUT)
+				share_put_one(sh, op->ino, path);
+			else
+				share_remove_one(sh, op->path);
+			pthread_mutex_lock(&sh->lock);
+			sh->running[slot][0] = '\0';
+		}
 		free(op);
-		pthread_mutex_lock(&sh->lock);
 		sh->nqueued--;
-		sh->busy = 0;
+		pthread_cond_broadcast(&sh->cond);
 		pthread_cond_broadcast(&sh->idle);
 	}
 	pthread_mutex_unlock(&sh->lock);
@@ -421,7 +487,7 @@ int share_drain(struct fs *fs, int timeout_ms)
 		dl.tv_nsec -= 1000000000;
 	}
 	pthread_mutex_lock(&sh->lock);
-	while ((sh->qhead || sh->busy) && rc == 0) {
+	while (sh->nqueued && rc == 0) {
 		if (!atomic_load(&sh->reachable)) {
 			rc = -ENOTCONN;
 			break;

@@ -92,6 +92,9 @@ void share_saved(struct fs *fs, struct node *n, uint64_t seq);
 void share_renamed(struct fs *fs, uint64_t ino, const char *old);
 /* path (a regular file's, or none) was unlinked. */
 void share_removed(struct fs *fs, const char *path);
+/* mkdir made (parent, name) = ino here (before its reply). */
+void share_mkdir(struct fs *fs, uint64_t parent, const char *name,
+		 uint64_t ino);
 /* An open of ino: its last use, recorded in RADOS in batches. */
 void share_touch(struct fs *fs, uint64_t ino);
 /*
@@ -145,6 +148,11 @@ static inline void share_removed(struct fs *fs, const char *path)
 static inline void share_touch(struct fs *fs, uint64_t ino)
 {
 	(void)fs, (void)ino;
+}
+static inline void share_mkdir(struct fs *fs, uint64_t parent, const char *name,
+			       uint64_t ino)
+{
+	(void)fs, (void)parent, (void)name, (void)ino;
 }
 static inline void share_list(struct fs *fs, uint64_t dir)
 {

@@ -13,7 +13,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rtier.h"
 #include "share.h"
+
+/* Put threads: puts of different paths run side by side. */
+#define SHARE_PUTTERS 2
+/* Slots of the two lossy caches below (a power of two). */
+#define SHARE_RECENT 4096u
 
 struct rtier;
 struct share_op;
@@ -80,9 +86,10 @@ struct share {
 	pthread_cond_t cond; /* put thread and keeper: work, stop, reach */
 	pthread_cond_t idle; /* drainers: an op is done */
 	struct share_op *qhead, *qtail;
-	size_t nqueued; /* queued plus the one running */
-	int busy;
+	size_t nqueued; /* queued plus running */
 	int stop;
+	/* The path each put thread's op runs on ("" when idle). */
+	char running[SHARE_PUTTERS][RTIER_PATH_MAX + 1];
 	struct share_set queued; /* inodes with a put queued */
 
 	/* Inodes this daemon holds from, or put to, the shared tier. */
@@ -90,8 +97,23 @@ struct share {
 	struct share_set shared;  /* protected by mark_lock */
 	struct share_set touched; /* last uses for the next batch, too */
 
-	int threads; /* started: put thread, keeper */
-	pthread_t putter, keeper;
+	/*
+	 * What spares a store its round trips (share_lookup.c), both lossy,
+	 * direct-mapped, protected by mark_lock: names RADOS said it lacks,
+	 * and directories made here while RADOS lacked them, with when RADOS
+	 * said so. A name in such a directory is a miss there too for as long
+	 * as a miss is believed (rados_negative_timeout): any block stored
+	 * below it would have listed the directory.
+	 */
+	struct {
+		uint64_t parent, hash, t;
+	} missed[SHARE_RECENT];
+	struct {
+		uint64_t ino, t;
+	} absent[SHARE_RECENT];
+
+	int threads; /* started: put threads, keeper */
+	pthread_t putters[SHARE_PUTTERS], keeper;
 	struct share_counters st;
 };
 

@@ -242,24 +242,32 @@ static void *share_keeper(void *arg)
 	return NULL;
 }
 
+/* Stops and joins the first n put threads. */
+static void share_join(struct share *sh, int n)
+{
+	pthread_mutex_lock(&sh->lock);
+	sh->stop = 1;
+	pthread_cond_broadcast(&sh->cond);
+	pthread_mutex_unlock(&sh->lock);
+	for (int i = 0; i < n; i++)
+		pthread_join(sh->putters[i], NULL);
+}
+
 int share_threads_start(struct share *sh, void *(*putter)(void *))
 {
 	sigset_t all, old;
-	int rc;
+	int rc = 0, n = 0;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	rc = -pthread_create(&sh->putter, NULL, putter, sh);
-	if (rc == 0) {
+	for (; rc == 0 && n < SHARE_PUTTERS; n++)
+		rc = -pthread_create(&sh->putters[n], NULL, putter, sh);
+	if (rc < 0)
+		n--;
+	if (rc == 0)
 		rc = -pthread_create(&sh->keeper, NULL, share_keeper, sh);
-		if (rc < 0) {
-			pthread_mutex_lock(&sh->lock);
-			sh->stop = 1;
-			pthread_cond_broadcast(&sh->cond);
-			pthread_mutex_unlock(&sh->lock);
-			pthread_join(sh->putter, NULL);
-		}
-	}
+	if (rc < 0)
+		share_join(sh, n);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	sh->threads = rc == 0;
 	if (rc < 0)
@@ -299,11 +307,9 @@ void share_stop(struct fs *fs)
 		log_warn("shared tier: %zu puts and removals not done at "
 			 "unmount: those blocks stay local only",
 			 sh->nqueued);
-	sh->stop = 1;
-	pthread_cond_broadcast(&sh->cond);
 	pthread_mutex_unlock(&sh->lock);
 	if (sh->threads) {
-		pthread_join(sh->putter, NULL);
+		share_join(sh, SHARE_PUTTERS);
 		pthread_join(sh->keeper, NULL);
 	}
 	fs->saved = NULL;

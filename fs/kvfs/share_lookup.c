@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "clock.h"
+#include "crc32c.h"
 #include "damage.h"
 #include "filebuf.h"
 #include "fs.h"
@@ -29,8 +30,9 @@
 int share_is_stub(const struct node *n)
 {
 	return S_ISREG(n->attr.mode) && n->attr.size > 0 &&
-	       n->attr.ext.file_id == 0 && !n->dirty && !n->cached && !n->wb &&
-	       !n->evicted && n->attr.nlink > 0;
+	       n->attr.ext.file_id == 0 && n->attr.ext.hdr_len == KV_EXT_STUB &&
+	       !n->dirty && !n->cached && !n->wb && !n->evicted &&
+	       n->attr.nlink > 0;
 }
 
 /*
@@ -66,8 +68,11 @@ static int share_materialize(struct fs *fs, uint64_t parent, const char *name,
 	*ino = a.ino;
 	if (S_ISREG(a.mode))
 		share_mark(fs->share, a.ino);
-	/* The parent's times and link count changed under the kernel. */
-	notify_inode(fs->notify, parent);
+	/*
+	 * The kernel's copy of the parent's times and link count is left to
+	 * its attribute timeout: invalidating it would cost every lookup in
+	 * a new directory a GETATTR round trip.
+	 */
 	return 0;
 }
 
@@ -87,6 +92,66 @@ static int share_forget(struct fs *fs, uint64_t parent, const char *name,
 	return 1;
 }
 
+static uint64_t share_name_hash(uint64_t parent, const char *name)
+{
+	return crc32c((uint32_t)parent, name, strlen(name)) | (parent << 32) |
+	       1;
+}
+
+static size_t share_ino_slot(uint64_t ino)
+{
+	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 40) % SHARE_RECENT;
+}
+
+/* Whether RADOS lacked the names of directory ino recently: 0 or when. */
+static uint64_t share_absent_since(struct share *sh, uint64_t ino, uint64_t now)
+{
+	uint64_t ttl = (uint64_t)(sh->fs->cfg.negative_timeout * 1e9), t = 0;
+	size_t i = share_ino_slot(ino);
+
+	pthread_mutex_lock(&sh->mark_lock);
+	if (sh->absent[i].ino == ino && now - sh->absent[i].t < ttl)
+		t = sh->absent[i].t;
+	pthread_mutex_unlock(&sh->mark_lock);
+	return t;
+}
+
+void share_mkdir(struct fs *fs, uint64_t parent, const char *name, uint64_t ino)
+{
+	struct share *sh = fs->share;
+	uint64_t now = clock_monotonic_ns(), h, t;
+	size_t i;
+
+	if (!sh)
+		return;
+	t = share_absent_since(sh, parent, now);
+	h = share_name_hash(parent, name);
+	i = (size_t)(h % SHARE_RECENT);
+	pthread_mutex_lock(&sh->mark_lock);
+	/* Its name was a miss in RADOS: nothing below it there either. */
+	if (!t && sh->missed[i].parent == parent && sh->missed[i].hash == h)
+		t = sh->missed[i].t;
+	if (t) {
+		i = share_ino_slot(ino);
+		sh->absent[i].ino = ino;
+		sh->absent[i].t = t;
+	}
+	pthread_mutex_unlock(&sh->mark_lock);
+}
+
+/* RADOS lacks (parent, name) as of now. */
+static void share_note_miss(struct share *sh, uint64_t parent, const char *name)
+{
+	uint64_t h = share_name_hash(parent, name);
+	size_t i = (size_t)(h % SHARE_RECENT);
+
+	pthread_mutex_lock(&sh->mark_lock);
+	sh->missed[i].parent = parent;
+	sh->missed[i].hash = h;
+	sh->missed[i].t = clock_monotonic_ns();
+	pthread_mutex_unlock(&sh->mark_lock);
+}
+
 /* Applies RADOS's answer for one key of a probe. */
 static void share_answer(struct fs *fs, uint64_t parent, const char *name,
 			 int rfound, uint64_t size, int *found, uint64_t *ino)
@@ -96,6 +161,7 @@ static void share_answer(struct fs *fs, uint64_t parent, const char *name,
 	if (!*found) {
 		if (!rfound) {
 			atomic_fetch_add(&sh->st.remote_misses, 1);
+			share_note_miss(sh, parent, name);
 			return;
 		}
 		atomic_fetch_add(&sh->st.remote_hits, 1);
@@ -154,6 +220,7 @@ void share_probe(struct fs *fs, size_t n, const uint64_t *parents,
 		 const char *const *names, int *found, uint64_t *inos)
 {
 	struct share *sh = fs->share;
+	uint64_t absent;
 	char *done;
 	size_t *idx;
 	struct rtier *rt;
@@ -168,12 +235,19 @@ void share_probe(struct fs *fs, size_t n, const uint64_t *parents,
 
 		if (done[i])
 			continue;
+		absent = share_absent_since(sh, parents[i],
+					    clock_monotonic_ns());
 		/* The batch's keys in this directory: one round trip. */
 		for (size_t j = i; j < n; j++) {
 			if (done[j] || parents[j] != parents[i])
 				continue;
 			done[j] = 1;
-			if (share_wants(sh, names[j], found[j], inos[j]))
+			if (!share_wants(sh, names[j], found[j], inos[j]))
+				continue;
+			/* A directory RADOS lacked: a miss, no round trip. */
+			if (absent && !found[j])
+				atomic_fetch_add(&sh->st.remote_misses, 1);
+			else
 				idx[g++] = j;
 		}
 		if (g && share_probe_dir(fs, rt, parents[i], g, idx, names,

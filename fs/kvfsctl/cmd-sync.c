@@ -7,6 +7,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kc.h"
 
@@ -18,8 +19,10 @@ static const char kc_sync_usage[] =
 	"is saved (written to a data file and committed to the index), then\n"
 	"makes the data files and the index durable, as fsync(2) of each file\n"
 	"would. syncfs(2) and sync(1) cannot do this for a kvfs mount: the\n"
-	"kernel does not pass them on to a FUSE daemon. The daemon waits at\n"
-	"most 10 minutes for its queue.\n"
+	"kernel does not pass them on to a FUSE daemon. With the shared tier\n"
+	"(rados_pool=), it then waits for the puts of the blocks saved, and\n"
+	"says how long the local part took. The daemon waits at most 10\n"
+	"minutes for each queue.\n"
 	"\n"
 	"  --json      print the daemon's JSON answer\n"
 	"  -h, --help  print this help\n"
@@ -32,7 +35,8 @@ int kc_sync(int argc, char **argv)
 {
 	const char *cmd = "sync";
 	struct ctlproto_json resp;
-	uint64_t files = 0, ms = 0;
+	uint64_t files = 0, ms = 0, local = 0;
+	const char *shared;
 	struct kc_target t;
 	struct kc_opts o;
 	char *raw = NULL;
@@ -66,9 +70,20 @@ int kc_sync(int argc, char **argv)
 	}
 	ctlproto_json_u64(&resp, "queued_files", &files);
 	ctlproto_json_u64(&resp, "waited_ms", &ms);
-	printf("synced %s: %llu files were queued, waited %llu ms\n",
+	ctlproto_json_u64(&resp, "local_ms", &local);
+	shared = ctlproto_json_get(&resp, "shared");
+	printf("synced %s: %llu files were queued, waited %llu ms",
 	       t.mountpoint ? t.mountpoint : t.datadir,
 	       (unsigned long long)files, (unsigned long long)ms);
+	/* The shared tier's puts come after the local sync. */
+	if (shared && strcmp(shared, "off") != 0)
+		printf(" (local %llu ms; shared tier: %s)",
+		       (unsigned long long)local,
+		       strcmp(shared, "done") == 0 ? "every put done"
+		       : strcmp(shared, "unreachable") == 0
+			       ? "out of reach, puts still queued"
+			       : "puts still queued");
+	printf("\n");
 out_json:
 	ctlproto_json_free(&resp);
 out_free:

@@ -568,6 +568,44 @@ static void test_purge_pending(void **state)
 	assert_int_equal(idx_purge_pending(f->idx, NULL, NULL), 0);
 }
 
+/*
+ * A stub (the shared tier): a regular file with a size and no record,
+ * shown with KV_EXT_STUB, pending until its bytes are saved, so a crash
+ * removes it (the shared tier finds it again). Other types are refused.
+ */
+static void test_create_stub(void **state)
+{
+	struct fx *f = *state;
+	struct idx_attr a = {.mode = S_IFREG | 0644, .size = 5000};
+	struct kv_extent ext = {.file_id = 1, .hdr_len = 4096, .len = 5000};
+	uint32_t crcs[1] = {7};
+	uint64_t s, k;
+
+	assert_int_equal(idx_create_stub(f->idx, KV_ROOT_INO, "s", &a), 0);
+	s = a.ino;
+	assert_int_equal(a.ext.hdr_len, KV_EXT_STUB);
+	assert_int_equal(getattr_ok(f, s).size, 5000);
+	assert_int_equal(getattr_ok(f, s).ext.file_id, 0);
+	assert_int_equal(getattr_ok(f, s).ext.hdr_len, KV_EXT_STUB);
+	a = (struct idx_attr){.mode = S_IFREG | 0644, .size = 9};
+	assert_int_equal(idx_create_stub(f->idx, KV_ROOT_INO, "k", &a), 0);
+	k = a.ino;
+	assert_int_equal(
+		idx_set_extent(f->idx, k, 5000, NOW, &ext, crcs, 1, NULL), 0);
+	assert_int_equal(getattr_ok(f, k).ext.hdr_len, 4096);
+	a.mode = S_IFDIR | 0755;
+	assert_int_equal(idx_create_stub(f->idx, KV_ROOT_INO, "d", &a),
+			 -EINVAL);
+	assert_int_equal(idx_create_stub(f->idx, KV_ROOT_INO, "s", &a),
+			 -EINVAL);
+	a.mode = S_IFREG | 0644;
+	assert_int_equal(idx_create_stub(f->idx, KV_ROOT_INO, "s", &a),
+			 -EEXIST);
+	assert_int_equal(idx_purge_pending(f->idx, NULL, NULL), 1);
+	assert_absent(f, KV_ROOT_INO, "s");
+	assert_int_not_equal(lookup_ino(f, KV_ROOT_INO, "k"), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -584,6 +622,7 @@ int main(void)
 		T(test_file_records_and_move),
 		T(test_set_extents),
 		T(test_purge_pending),
+		T(test_create_stub),
 	};
 
 	/* Expected refusals log errors; info lines would only be noise. */
