@@ -37,7 +37,7 @@ HOLD=               # pid of port_hold's listener
 tier_cleanup() {
 	[ -z "$HOLD" ] || kill "$HOLD" 2>/dev/null
 	"$CTC" stop "$CL"
-	rm -rf "$T"
+	[ -n "${KVFS_TEST_KEEP:-}" ] || rm -rf "$T"
 }
 
 T_CLEANUP_HOOKS+=(tier_cleanup)
