@@ -9,15 +9,18 @@
  *
  * What it does, and where from:
  * - puts: after a regular file's save commits (wb.c, node.c) or a rename
- *   gives it a new name (ops.c), its bytes go to RADOS from one put
- *   thread, in queue order (so a later remove of a path is never overtaken
+ *   gives it a new name (ops.c), its bytes go to RADOS from the put
+ *   threads, in queue order (a later remove of a path is never overtaken
  *   by an earlier put of it); the queue holds inode numbers and paths only
  *   (SHARE_QUEUE_MAX entries), never bytes;
  * - lookups: names the local index lacks are probed in RADOS by the verdict
- *   cache's probe (lookup.c), one round trip per directory of a batch; a
- *   hit becomes a local stub (idx_create_stub: the remote size, no bytes)
- *   or a local directory; names this machine holds from the shared tier
- *   are checked in the same round trip and dropped when removed there;
+ *   cache's probe (lookup.c), one round trip per directory of a batch: a
+ *   listing of the directory when it is small (every name it has becomes
+ *   local at once: idx_create_many), else a read of the batch's names; a
+ *   hit becomes a local stub (the remote size, no bytes, KV_EXT_STUB) or a
+ *   local directory; names this machine holds from the shared tier are
+ *   checked by name and dropped when removed there (not when swept);
+ *   directories known whole recently answer misses without a round trip;
  * - pulls: opening a stub reads, checks and saves the block (ops.c);
  * - unlink and rename of a non-temporary name reach RADOS (ops.c);
  * - the keeper thread reconnects after a failure, records last uses in
