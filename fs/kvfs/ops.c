@@ -178,7 +178,10 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		fs_reply_err(req, rc);
 		return;
 	}
-	if (to_set & FUSE_SET_ATTR_SIZE)
+	/* A stub's bytes first: a new size keeps or cuts them. */
+	if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size > 0)
+		rc = share_pull(fs, n, req);
+	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE))
 		rc = fs_room_for(fs, req, n, (uint64_t)attr->st_size);
 	if (rc < 0) {
 		node_put(fs, n, 0, 0, 1);
