@@ -148,6 +148,36 @@ case_2() {
 	log "2: B: second loads match with no pull (pulls $p1)"
 }
 
+# Stubs on B (names only in RADOS there) truncated, renamed, removed: the
+# bytes come along, and the pool follows the names.
+case_2_stubs() {
+	local i
+	log "2: B truncates, renames and removes blocks it holds as stubs"
+	mkdirs "$REF/s" "${MNT[A]}/s"
+	for i in 1 2 3; do
+		head -c $((300000 + i)) /dev/urandom >"$REF/s/$i.bin" ||
+			fail "2: head"
+		bnd 30 cp "$REF/s/$i.bin" "${MNT[A]}/s/$i.bin" || fail "2: cp: $OUT"
+	done
+	kc_sync A
+	sleep 1.2 # B's misses in s/ (none yet) are no longer believed
+	bnd 30 truncate -s 1000 "${MNT[B]}/s/1.bin" || fail "2: truncate: $OUT"
+	head -c 1000 "$REF/s/1.bin" >"$T/s1.cut"
+	bnd 30 cmp "$T/s1.cut" "${MNT[B]}/s/1.bin" ||
+		fail "2: the truncated stub: $OUT"
+	bnd 30 mv "${MNT[B]}/s/2.bin" "${MNT[B]}/s/2b.bin" || fail "2: mv: $OUT"
+	bnd 30 cmp "$REF/s/2.bin" "${MNT[B]}/s/2b.bin" ||
+		fail "2: the renamed stub: $OUT"
+	bnd 30 rm "${MNT[B]}/s/3.bin" || fail "2: rm: $OUT"
+	kc_sync B
+	r stat "$(obj /s/2.bin)" && fail "2: the old name's object is left"
+	r get "$(obj /s/2b.bin)" "$T/s2b" || fail "2: no object for the new name"
+	cmp -s "$T/s2b" "$REF/s/2.bin" || fail "2: the new name's object differs"
+	r stat "$(obj /s/3.bin)" && fail "2: the removed block's object is left"
+	log "2: a stub truncated keeps its first bytes; renamed, its bytes and" \
+		"object follow; removed, its object goes"
+}
+
 # which NAME FILE: "A" or "B" after the version of c/diff.bin FILE holds.
 which_version() {
 	if cmp -s "$2" "$REF/c/diffA.bin"; then
@@ -380,6 +410,7 @@ tier_mount A
 tier_mount B
 case_1
 case_2
+case_2_stubs
 case_3
 case_4
 log "5: a torn and a corrupt object"
