@@ -368,6 +368,9 @@ static void share_put_one(struct share *sh, uint64_t ino, const char *path)
 		atomic_fetch_add(&sh->st.put_errors, 1);
 		if (rt)
 			share_fail(sh, rc, path);
+		/* Out of reach: it goes again when the cluster is back. */
+		if (share_unreachable_rc(rc))
+			share_enqueue(sh, SHARE_PUT, ino, NULL);
 	}
 	free(crcs);
 	free(buf);
@@ -384,6 +387,8 @@ static void share_remove_one(struct share *sh, const char *path)
 		atomic_fetch_add(&sh->st.removes, 1);
 	else if (rc != -ENOENT && rt)
 		share_fail(sh, rc, path);
+	if (share_unreachable_rc(rc))
+		share_enqueue(sh, SHARE_REMOVE, 0, path);
 }
 
 /*
