@@ -496,14 +496,15 @@ static int share_pull_failed(struct fs *fs, struct rtier *rt, struct node *n,
 			     const char *path, int rc)
 {
 	struct share *sh = fs->share;
+	uint64_t parent;
+	char *name;
 	int r;
 
 	if (rc == -ENOENT) {
 		pthread_mutex_lock(&fs->nodes_lock);
-		uint64_t parent = n->parent;
-		char *name = strdup(n->name);
+		parent = n->parent;
+		name = strdup(n->name);
 		pthread_mutex_unlock(&fs->nodes_lock);
-
 		if (name && parent)
 			share_forget(fs, parent, name, n->ino);
 		free(name);
