@@ -474,9 +474,12 @@ static int rtier_meta(rados_xattrs_iter_t it, uint64_t *len, char **crcs,
 	return have_len && *crcs ? 0 : -EBADMSG;
 }
 
-/* Checks buf (len bytes) against the stored CRCs. */
-static int rtier_verify(const char *buf, uint64_t len, const char *crcs,
-			size_t ncrc_bytes)
+/*
+ * Checks len bytes, in buffers of seg bytes (a KV_CHUNK_SIZE multiple, or
+ * one buffer of any size), against the stored CRCs.
+ */
+static int rtier_verify_segs(const char *const *segs, size_t seg, uint64_t len,
+			     const char *crcs, size_t ncrc_bytes)
 {
 	uint32_t n = kv_nchunks(len);
 
@@ -490,10 +493,77 @@ static int rtier_verify(const char *buf, uint64_t len, const char *crcs,
 
 		for (int b = 3; b >= 0; b--)
 			want = want << 8 | (unsigned char)crcs[4 * i + b];
-		if (crc32c(0, buf + off, clen) != want)
+		if (crc32c(0, segs[off / seg] + off % seg, clen) != want)
 			return -EBADMSG;
 	}
 	return 0;
+}
+
+/* Checks buf (len bytes) against the stored CRCs. */
+static int rtier_verify(const char *buf, uint64_t len, const char *crcs,
+			size_t ncrc_bytes)
+{
+	const char *segs[1] = {buf};
+
+	return rtier_verify_segs(segs, len ? len : 1, len, crcs, ncrc_bytes);
+}
+
+/* Most buffers rtier_get_segs() reads into in its one round trip. */
+#define RTIER_MAX_SEGS 64
+
+int rtier_get_segs(struct rtier *rt, const char *path, char *const *segs,
+		   size_t seg, size_t nsegs, uint64_t expect)
+{
+	char boid[RTIER_OID_MAX], doid[RTIER_OID_MAX], *crcs = NULL;
+	int rc, pr_stat = 0, pr_x = 0, pr_read[RTIER_MAX_SEGS];
+	size_t got[RTIER_MAX_SEGS], ncrc_bytes = 0;
+	rados_xattrs_iter_t it = NULL;
+	uint64_t psize = 0, want = 0;
+	const char *name;
+	rados_read_op_t op;
+	time_t mtime;
+
+	rc = rtier_names(path, boid, doid, &name);
+	if (rc < 0)
+		return rc;
+	if (seg % KV_CHUNK_SIZE || nsegs > RTIER_MAX_SEGS ||
+	    (uint64_t)nsegs * seg < expect)
+		return -EINVAL;
+	op = rados_create_read_op();
+	if (!op)
+		return -ENOMEM;
+	rados_read_op_stat(op, &psize, &mtime, &pr_stat);
+	rados_read_op_getxattrs(op, &it, &pr_x);
+	for (size_t i = 0; i < nsegs; i++) {
+		uint64_t off = (uint64_t)i * seg;
+
+		pr_read[i] = 0;
+		rados_read_op_read(op, off,
+				   expect - off < seg ? (size_t)(expect - off)
+						      : seg,
+				   segs[i], &got[i], &pr_read[i]);
+	}
+	rc = rados_read_op_operate(op, rt->io, boid, 0);
+	if (rc == 0 && pr_x == 0)
+		rc = rtier_meta(it, &want, &crcs, &ncrc_bytes);
+	if (it)
+		rados_getxattrs_end(it);
+	if (rc == 0)
+		rc = pr_stat < 0 ? pr_stat : pr_x;
+	for (size_t i = 0; rc == 0 && i < nsegs; i++)
+		rc = pr_read[i];
+	rados_release_read_op(op);
+	if (rc == 0 && psize < want)
+		rc = -ENODATA;
+	else if (rc == 0 && psize > want)
+		rc = -EBADMSG;
+	else if (rc == 0 && want != expect)
+		rc = -ESTALE;
+	if (rc == 0)
+		rc = rtier_verify_segs((const char *const *)segs, seg, want,
+				       crcs, ncrc_bytes);
+	free(crcs);
+	return rc;
 }
 
 int rtier_get(struct rtier *rt, const char *path, void **out, uint64_t *len)

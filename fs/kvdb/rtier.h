@@ -88,6 +88,14 @@ int rtier_probe(struct rtier *rt, const char *dir, size_t n,
  * metadata; -ETIMEDOUT, -EIO, ... from the cluster.
  */
 int rtier_get(struct rtier *rt, const char *path, void **buf, uint64_t *len);
+/*
+ * rtier_get() into segs (nsegs buffers of seg bytes, seg a multiple of
+ * KV_CHUNK_SIZE) when the block holds expect bytes: one round trip, no
+ * copy. -ESTALE when its length is not expect (then nothing is known of
+ * its bytes: use rtier_get()); the other errors are rtier_get()'s.
+ */
+int rtier_get_segs(struct rtier *rt, const char *path, char *const *segs,
+		   size_t seg, size_t nsegs, uint64_t expect);
 /* Removes path's block and its name in its directory; -ENOENT if none. */
 int rtier_remove(struct rtier *rt, const char *path);
 

@@ -79,6 +79,27 @@ int node_budget_wait(struct fs *fs, uint64_t need, int (*stop)(void *),
 	return rc;
 }
 
+int node_segs_alloc(struct fs *fs, uint64_t size, char ***segs, size_t *nsegs)
+{
+	size_t need = (size_t)((size + NODE_SEG - 1) / NODE_SEG);
+	char **v = calloc(need + 1, sizeof(*v));
+	size_t i;
+
+	if (!v)
+		return -ENOMEM;
+	for (i = 0; i < need; i++) {
+		v[i] = node_seg_get(fs);
+		if (!v[i]) {
+			node_segs_release(fs, v, i);
+			free(v);
+			return -ENOMEM;
+		}
+	}
+	*segs = v;
+	*nsegs = need;
+	return 0;
+}
+
 int node_reserve(struct fs *fs, struct node *n, uint64_t size)
 {
 	size_t need = (size_t)((size + NODE_SEG - 1) / NODE_SEG);

@@ -25,6 +25,13 @@ int node_fill(struct fs *fs, struct node *n);
 int node_make_dirty(struct fs *fs, struct node *n);
 /* Grows n's buffer to hold size bytes (undefined). n->rw exclusive. */
 int node_reserve(struct fs *fs, struct node *n, uint64_t size);
+/*
+ * Segments for size bytes that belong to no node yet (*segs, *nsegs;
+ * counted against the dirty limit like a node's): for bytes read before
+ * the node is locked. Freed with node_segs_release() and free(*segs), or
+ * handed to a node. 0 or -ENOMEM.
+ */
+int node_segs_alloc(struct fs *fs, uint64_t size, char ***segs, size_t *nsegs);
 /* Copies len bytes into n's buffer at off (reserved). n->rw exclusive. */
 void node_copy_in(struct node *n, uint64_t off, const void *buf, size_t len);
 /* Zeroes [off, off + len) of n's buffer (reserved). n->rw exclusive. */

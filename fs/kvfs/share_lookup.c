@@ -527,17 +527,18 @@ static int share_pull_failed(struct fs *fs, struct rtier *rt, struct node *n,
 	return -EIO;
 }
 
-/* Makes n's bytes buf (len) and saves them locally. n->rw exclusive. */
-static int share_install(struct fs *fs, struct node *n, const void *buf,
-			 uint64_t len)
+/*
+ * Makes n's bytes len bytes in segs (nsegs, taken over) and saves them
+ * locally. n->rw exclusive.
+ */
+static int share_install(struct fs *fs, struct node *n, char **segs,
+			 size_t nsegs, uint64_t len)
 {
-	int rc = node_reserve(fs, n, len);
+	int rc;
 
-	if (rc < 0) {
-		node_discard(fs, n);
-		return rc;
-	}
-	node_copy_in(n, 0, buf, len);
+	node_discard(fs, n); /* a stub holds none; be sure */
+	n->segs = segs;
+	n->nsegs = nsegs;
 	n->attr.size = len;
 	n->dirty = 1;
 	atomic_store(&n->share_pulled, 1);
@@ -553,19 +554,64 @@ static int share_install(struct fs *fs, struct node *n, const void *buf,
 	return 0;
 }
 
+/*
+ * Reads path's block into new segments (*segs, *nsegs, *len): straight
+ * into them when it holds the stub's size bytes, else copied from
+ * rtier_get()'s buffer (it was rewritten elsewhere). No node lock held.
+ */
+static int share_fetch_block(struct fs *fs, struct rtier *rt, const char *path,
+			     uint64_t size, fuse_req_t req, char ***segs,
+			     size_t *nsegs, uint64_t *len)
+{
+	void *buf = NULL;
+	int rc;
+
+	*segs = NULL;
+	rc = node_budget_wait(fs, (size + NODE_SEG - 1) / NODE_SEG * NODE_SEG,
+			      share_req_stop, req);
+	if (rc == 0)
+		rc = node_segs_alloc(fs, size, segs, nsegs);
+	if (rc == 0)
+		rc = rtier_get_segs(rt, path, *segs, NODE_SEG, *nsegs, size);
+	*len = size;
+	if (rc != -ESTALE && rc != -EINVAL)
+		goto out;
+	rc = rtier_get(rt, path, &buf, len);
+	if (rc == 0) {
+		node_segs_release(fs, *segs, *nsegs);
+		free(*segs);
+		rc = node_segs_alloc(fs, *len, segs, nsegs);
+	}
+	for (size_t i = 0; rc == 0 && i < *nsegs; i++) {
+		uint64_t off = (uint64_t)i * NODE_SEG;
+
+		memcpy((*segs)[i], (char *)buf + off,
+		       *len - off < NODE_SEG ? *len - off : NODE_SEG);
+	}
+	free(buf);
+out:
+	if (rc < 0 && *segs) {
+		node_segs_release(fs, *segs, *nsegs);
+		free(*segs);
+		*segs = NULL;
+	}
+	return rc;
+}
+
 int share_pull(struct fs *fs, struct node *n, fuse_req_t req)
 {
 	struct share *sh = fs->share;
-	char path[RTIER_PATH_MAX + 1];
-	uint64_t len = 0, t0;
+	char path[RTIER_PATH_MAX + 1], **segs = NULL;
+	uint64_t len = 0, size, t0;
 	struct rtier *rt;
-	void *buf = NULL;
+	size_t nsegs = 0;
 	int rc, stub;
 
 	if (!sh)
 		return 0;
 	pthread_rwlock_rdlock(&n->rw);
 	stub = share_is_stub(n);
+	size = n->attr.size;
 	pthread_rwlock_unlock(&n->rw);
 	if (!stub)
 		return 0;
@@ -580,21 +626,25 @@ int share_pull(struct fs *fs, struct node *n, fuse_req_t req)
 		return -EIO;
 	}
 	t0 = clock_monotonic_ns();
-	rc = rtier_get(rt, path, &buf, &len);
-	if (rc < 0)
+	rc = share_fetch_block(fs, rt, path, size, req, &segs, &nsegs, &len);
+	if (rc < 0 && rc != -EINTR && rc != -EDQUOT && rc != -ENOMEM)
 		rc = share_pull_failed(fs, rt, n, path, rc);
 	share_rt_put(sh);
 	if (rc < 0)
 		return rc;
-	rc = node_budget_wait(fs, (len + NODE_SEG - 1) / NODE_SEG * NODE_SEG,
-			      share_req_stop, req);
-	if (rc == 0) {
-		pthread_rwlock_wrlock(&n->rw);
-		if (share_is_stub(n))
-			rc = share_install(fs, n, buf, len);
-		pthread_rwlock_unlock(&n->rw);
+	pthread_rwlock_wrlock(&n->rw);
+	if (share_is_stub(n)) {
+		rc = share_install(fs, n, segs, nsegs, len);
+		segs = NULL;
 	}
-	free(buf);
+	pthread_rwlock_unlock(&n->rw);
+	if (segs) {
+		node_segs_release(fs, segs, nsegs);
+		free(segs);
+	}
+	/* Rewritten elsewhere with another length: the kernel's is stale. */
+	if (len != size)
+		notify_inode(fs->notify, n->ino);
 	if (rc == 0) {
 		atomic_fetch_add(&sh->st.pulls, 1);
 		atomic_fetch_add(&sh->st.pull_bytes, len);
