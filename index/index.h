@@ -285,12 +285,14 @@ struct idx_name {
 };
 
 /*
- * Records uses (opens, stores) for eviction: raises the last-use time of
- * each inos[i] to times_ns[i] (never lowers it), in one transaction. This
- * is not the visible atime, which only setattr changes.
+ * Records uses (opens, stores, reads) for eviction: raises the last-use
+ * time of each inos[i] to times_ns[i] (never lowers it), in one
+ * transaction; where atime[i] is non-zero (atime may be NULL) the visible
+ * atime too, from the same clock (a read the daemon's atime rules let
+ * through; setattr changes it otherwise).
  */
 int idx_touch(struct idx *idx, size_t n, const uint64_t *inos,
-	      const int64_t *times_ns);
+	      const int64_t *times_ns, const unsigned char *atime);
 /*
  * Up to max named regular files with a record, least recently used first
  * (by last-use time, see idx_touch; a store counts as a use), strictly

@@ -47,6 +47,9 @@ const char *const idx_rec_sql[IDX_NSTMT] = {
 			    "AND hdr_len = ?6 AND rec_len = ?7",
 	[SID_TOUCH] = "UPDATE inodes SET lru_ns = ?2 "
 		      "WHERE ino = ?1 AND lru_ns < ?2",
+	/* A read: the visible atime moves with the last use (one clock). */
+	[SID_TOUCH_ATIME] = "UPDATE inodes SET lru_ns = max(lru_ns, ?2), "
+			    "atime_ns = max(atime_ns, ?2) WHERE ino = ?1",
 	/* Least recently used first; (atime, ino) pages through ties. */
 	[SID_LRU] = "SELECT i.ino, d.parent, d.name, i.lru_ns, i.size, d.id "
 		    "FROM inodes AS i INDEXED BY inodes_lru "
@@ -292,7 +295,7 @@ int idx_datafile_refs(struct idx *idx, uint32_t file_id, uint64_t *count)
 }
 
 int idx_touch(struct idx *idx, size_t n, const uint64_t *inos,
-	      const int64_t *times_ns)
+	      const int64_t *times_ns, const unsigned char *atime)
 {
 	int rc;
 
@@ -300,7 +303,9 @@ int idx_touch(struct idx *idx, size_t n, const uint64_t *inos,
 	if (rc)
 		return rc;
 	for (size_t i = 0; rc == 0 && i < n; i++)
-		rc = IDX_RUN_SID(idx, SID_TOUCH, (int64_t)inos[i], times_ns[i]);
+		rc = IDX_RUN_SID(
+			idx, atime && atime[i] ? SID_TOUCH_ATIME : SID_TOUCH,
+			(int64_t)inos[i], times_ns[i]);
 	return idx_leave(idx, rc);
 }
 

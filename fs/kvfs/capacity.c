@@ -67,12 +67,16 @@ void cap_used_add(struct cap *c, int64_t delta)
 
 void cap_touch(struct cap *c, uint64_t ino)
 {
-	int64_t now = (int64_t)clock_now(&c->cfg.clock);
+	cap_touch_at(c, ino, (int64_t)clock_now(&c->cfg.clock), 0);
+}
 
+void cap_touch_at(struct cap *c, uint64_t ino, int64_t t, int atime)
+{
 	pthread_mutex_lock(&c->touch_lock);
 	if (c->ntouch < CAP_TOUCH_MAX) {
 		c->touch_ino[c->ntouch] = ino;
-		c->touch_ns[c->ntouch] = now;
+		c->touch_ns[c->ntouch] = t;
+		c->touch_atime[c->ntouch] = atime != 0;
 		c->ntouch++;
 	}
 	if (c->ntouch >= CAP_TOUCH_MAX / 2)
@@ -84,6 +88,7 @@ void cap_flush_touches(struct cap *c)
 {
 	uint64_t inos[CAP_TOUCH_MAX];
 	int64_t times[CAP_TOUCH_MAX];
+	unsigned char atime[CAP_TOUCH_MAX];
 	size_t n;
 	int rc;
 
@@ -91,11 +96,12 @@ void cap_flush_touches(struct cap *c)
 	n = c->ntouch;
 	memcpy(inos, c->touch_ino, n * sizeof(*inos));
 	memcpy(times, c->touch_ns, n * sizeof(*times));
+	memcpy(atime, c->touch_atime, n);
 	c->ntouch = 0;
 	pthread_mutex_unlock(&c->touch_lock);
 	if (n == 0)
 		return;
-	rc = idx_touch(c->idx, n, inos, times);
+	rc = idx_touch(c->idx, n, inos, times, atime);
 	if (rc < 0)
 		log_warn("cannot record %zu access times: %s", n,
 			 strerror(-rc));

@@ -76,6 +76,7 @@ struct cap {
 	pthread_cond_t wake;		   /* the queue is half full, or stop */
 	uint64_t touch_ino[CAP_TOUCH_MAX]; /* protected by touch_lock */
 	int64_t touch_ns[CAP_TOUCH_MAX];
+	unsigned char touch_atime[CAP_TOUCH_MAX]; /* also the visible atime */
 	size_t ntouch;
 	int stop; /* protected by touch_lock */
 };
@@ -105,6 +106,8 @@ void cap_used_add(struct cap *c, int64_t delta);
 void cap_measure(struct cap *c);
 /* Records an access of ino for LRU eviction (queued; any thread). */
 void cap_touch(struct cap *c, uint64_t ino);
+/* cap_touch() at time t; atime: the visible atime becomes t too. */
+void cap_touch_at(struct cap *c, uint64_t ino, int64_t t, int atime);
 /* Writes the queued accesses to the index. */
 void cap_flush_touches(struct cap *c);
 /*

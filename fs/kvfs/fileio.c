@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capacity.h"
 #include "clock.h"
 #include "ctlfiles.h"
 #include "damage.h"
@@ -126,6 +127,34 @@ static void fs_read_dirty(struct fs *fs, fuse_req_t req, struct node *n,
 		free(iov);
 }
 
+/*
+ * The atime rules for a read of n (once per open handle, before the read
+ * is answered: n may go with the reply): with relatime, as ext4, only when
+ * the atime is not after the mtime or the ctime, or is a day old. The new
+ * atime is the last use's too: eviction and st_atime share one clock.
+ */
+static void fs_read_atime(struct fs *fs, struct fs_handle *h)
+{
+	int64_t now = fs_now_ns(), day = 86400ll * 1000000000;
+	struct node *n = h->n;
+	int set;
+
+	if (fs->cfg.atime == FS_NOATIME || atomic_exchange(&h->read_seen, 1))
+		return;
+	pthread_rwlock_wrlock(&n->rw);
+	set = fs->cfg.atime == FS_ATIME ||
+	      n->attr.atime_ns <= n->attr.mtime_ns ||
+	      n->attr.atime_ns <= n->attr.ctime_ns ||
+	      now - n->attr.atime_ns >= day;
+	if (set && now > n->attr.atime_ns)
+		n->attr.atime_ns = now;
+	else
+		set = 0;
+	pthread_rwlock_unlock(&n->rw);
+	if (set)
+		cap_touch_at(fs->cap, n->ino, now, 1);
+}
+
 void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	     struct fuse_file_info *fi)
 {
@@ -142,6 +171,7 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	n = h->n;
+	fs_read_atime(fs, h);
 	pthread_rwlock_rdlock(&n->rw);
 	if ((uint64_t)off < n->attr.size && !n->dirty && !n->cached && !n->wb &&
 	    n->attr.size <= FS_VERIFY_MAX) {

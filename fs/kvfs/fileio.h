@@ -10,6 +10,7 @@
 #define KVFS_FILEIO_H
 
 #include <fuse_lowlevel.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 struct fs;
@@ -23,6 +24,7 @@ struct node;
 struct fs_handle {
 	struct node *n;
 	int flags;
+	atomic_int read_seen; /* a read came: the atime rules ran */
 };
 
 static inline struct fs *fs_of(fuse_req_t req)

@@ -123,6 +123,13 @@ struct node {
 	struct node *hnext;
 };
 
+/* What a read does to a file's atime (-o noatime|relatime|atime). */
+enum fs_atime {
+	FS_RELATIME, /* ext4's relatime rules (the default) */
+	FS_NOATIME,  /* nothing */
+	FS_ATIME     /* every read handle's first read sets it */
+};
+
 /* Set before any thread starts; read-only afterwards, so it needs no lock. */
 struct fs_config {
 	char *datadir;
@@ -144,6 +151,7 @@ struct fs_config {
 	uint64_t high_wm;	/* evict above this many bytes ... */
 	uint64_t low_wm;	/* ... down to this many */
 	int64_t tmp_max_age_ns; /* engine temp files older than this go */
+	enum fs_atime atime;	/* what a read does to the atime */
 	/* The shared tier (share.h): on when rados_pool is set. */
 	const char *rados_pool;
 	const char *ceph_conf;

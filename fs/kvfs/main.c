@@ -79,6 +79,7 @@ struct kvfs_opts {
 	unsigned threads;
 	int durable;
 	int nargs;
+	int noatime, atime, relatime; /* at most one */
 	/* The shared tier (share.h), off without rados_pool. */
 	char *rados_pool;
 	char *ceph_conf;
@@ -107,6 +108,10 @@ static const struct fuse_opt kvfs_opt_spec[] = {
 	KVFS_OPT("negative_timeout=%lf", negative_timeout),
 	KVFS_OPT("threads=%u", threads),
 	KVFS_OPT("durable", durable),
+	{"noatime", offsetof(struct kvfs_opts, noatime), 1},
+	{"atime", offsetof(struct kvfs_opts, atime), 1},
+	{"strictatime", offsetof(struct kvfs_opts, atime), 1},
+	{"relatime", offsetof(struct kvfs_opts, relatime), 1},
 	KVFS_OPT("capacity=%s", capacity),
 	KVFS_OPT("high_watermark=%u", high_wm),
 	KVFS_OPT("low_watermark=%u", low_wm),
@@ -143,6 +148,8 @@ static void kvfs_usage(const char *prog)
 	       "DATADIR (default 0755)\n"
 	       "    -o durable             a successful close(2) survives "
 	       "power loss\n"
+	       "    -o relatime|noatime|atime  what reads do to atime "
+	       "(default relatime, as ext4)\n"
 	       "    -o capacity=SIZE|N%%    most space kvfs uses (default "
 	       "90%% of what is free\n"
 	       "                           plus what kvfs already uses)\n"
@@ -327,6 +334,12 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 		c->root_mode = (unsigned)m;
 	}
 	c->tmp_max_age_ns = (int64_t)o->tmp_max_age * 1000000000;
+	if (o->noatime + o->atime + o->relatime > 1) {
+		fprintf(stderr, "kvfs: give one of noatime, relatime and "
+				"atime\n");
+		return -EINVAL;
+	}
+	c->atime = o->noatime ? FS_NOATIME : o->atime ? FS_ATIME : FS_RELATIME;
 	c->high_pct = o->high_wm;
 	c->low_pct = o->low_wm;
 	if (o->low_wm == 0 || o->low_wm > o->high_wm || o->high_wm > 100) {
