@@ -428,9 +428,10 @@ static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 /*
  * After a rename: the inode now at (parent, name) is called that in memory
  * too, and a name record lets a rebuild of the index find its newest name.
+ * Returns that inode when it is a regular file (for the shared tier), or 0.
  */
-static void fs_renamed(struct fs *fs, uint64_t parent, const char *name,
-		       int64_t now)
+static uint64_t fs_renamed(struct fs *fs, uint64_t parent, const char *name,
+			   int64_t now)
 {
 	char path[PATH_MAX];
 	struct idx_attr a;
@@ -439,11 +440,11 @@ static void fs_renamed(struct fs *fs, uint64_t parent, const char *name,
 	int rc;
 
 	if (idx_lookup(fs->idx, parent, name, &a) < 0)
-		return;
+		return 0;
 	vc_bump(fs->vc, parent, name, 1, a.ino);
 	n = node_find(fs, a.ino);
 	if (!n)
-		return;
+		return S_ISREG(a.mode) ? a.ino : 0;
 	node_rename(fs, n, parent, name);
 	pthread_rwlock_wrlock(&n->rw);
 	n->attr.ctime_ns = now;
@@ -471,26 +472,26 @@ static void fs_renamed(struct fs *fs, uint64_t parent, const char *name,
 				 (unsigned long long)a.ino, strerror(-rc));
 	}
 	node_put(fs, n, 0, 0, 1);
+	return S_ISREG(a.mode) ? a.ino : 0;
 }
 
 /*
  * The shared tier before a rename of (parent, name): a stub is pulled
  * first (RADOS has no rename: the new name is put from local bytes), and
- * the old path is kept in old for share_renamed(). 0 or -errno.
+ * the old path is kept in old for share_renamed(). Nothing for a temporary
+ * name (never shared, never a stub: an engine's store renames one per
+ * block). 0 or -errno.
  */
 static int fs_share_rename(struct fs *fs, fuse_req_t req, uint64_t parent,
-			   const char *name, char *old, size_t len,
-			   uint64_t *ino)
+			   const char *name, char *old, size_t len)
 {
 	struct idx_attr a;
 	struct node *n;
 	int rc;
 
-	*ino = 0;
-	if (!fs->share || idx_lookup(fs->idx, parent, name, &a) < 0 ||
-	    !S_ISREG(a.mode))
+	if (!fs->share || share_is_tmp(name) ||
+	    idx_lookup(fs->idx, parent, name, &a) < 0 || !S_ISREG(a.mode))
 		return 0;
-	*ino = a.ino;
 	if (share_path(fs, parent, name, old, len) < 0)
 		old[0] = '\0';
 	rc = node_get(fs, a.ino, &a, parent, name, 0, &n);
@@ -506,7 +507,7 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      unsigned int flags)
 {
 	char old[PATH_MAX] = "", xold[PATH_MAX] = "";
-	uint64_t ino = 0, xino = 0;
+	uint64_t ino, xino = 0;
 	struct fs *fs = fs_of(req);
 	int64_t now = fs_now_ns();
 	uint64_t replaced = 0;
@@ -524,11 +525,10 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			fs_ctl_reserved(newparent, newname)))
 		rc = -EBUSY;
 	if (rc == 0)
-		rc = fs_share_rename(fs, req, parent, name, old, sizeof(old),
-				     &ino);
+		rc = fs_share_rename(fs, req, parent, name, old, sizeof(old));
 	if (rc == 0 && (flags & RENAME_EXCHANGE))
 		rc = fs_share_rename(fs, req, newparent, newname, xold,
-				     sizeof(xold), &xino);
+				     sizeof(xold));
 	if (rc == 0)
 		rc = idx_rename(fs->idx, parent, name, newparent, newname,
 				flags, now, &replaced, &rnlink);
@@ -539,9 +539,9 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fs_refresh_dir(fs, parent);
 	if (newparent != parent)
 		fs_refresh_dir(fs, newparent);
-	fs_renamed(fs, newparent, newname, now);
+	ino = fs_renamed(fs, newparent, newname, now);
 	if (flags & RENAME_EXCHANGE)
-		fs_renamed(fs, parent, name, now);
+		xino = fs_renamed(fs, parent, name, now);
 	else
 		vc_bump(fs->vc, parent, name, 0, 0);
 	if (replaced)
