@@ -95,21 +95,15 @@ int idx_create(struct idx *idx, uint64_t parent, const char *name,
 	       struct idx_attr *attr, const char *target);
 
 /*
- * idx_create() of a regular file whose bytes are elsewhere (the shared
- * tier): its size is attr->size, it has no record and it is pending (see
- * idx_purge_pending(), which removes it after a crash) until its bytes are
- * saved with idx_set_extent(); attributes read back show it with
- * ext.hdr_len KV_EXT_STUB. -EINVAL for another type.
- */
-int idx_create_stub(struct idx *idx, uint64_t parent, const char *name,
-		    struct idx_attr *attr);
-/*
- * idx_create_stub() and directory idx_create() for n names in directory
- * parent, in one transaction (the shared tier's listing of a directory):
- * attrs[i] carries mode (S_IFREG with size: a stub; S_IFDIR), owner and
- * times, and gets ino (0 when that name was not made: it exists already,
- * or is not a valid name). Returns how many were made, or -errno when the
- * transaction failed (then none was).
+ * Entries the shared tier found, for n names in directory parent, in one
+ * transaction: attrs[i] carries mode, owner and times. S_IFDIR makes a
+ * directory; S_IFREG a stub: a regular file whose attrs[i].size bytes are
+ * elsewhere, with no record, pending (see idx_purge_pending(), which
+ * removes it after a crash) until its bytes are saved with
+ * idx_set_extent(), and read back with ext.hdr_len KV_EXT_STUB. attrs[i]
+ * gets its ino, 0 when that name was not made (it exists already, is not
+ * a valid name, or another type). Returns how many were made, or -errno
+ * when the transaction failed (then none was).
  */
 int idx_create_many(struct idx *idx, uint64_t parent, size_t n,
 		    const char *const *names, struct idx_attr *attrs);

@@ -160,7 +160,7 @@ static int idx_row_attr(struct idx *idx, sqlite3_stmt *st, struct idx_attr *a)
 	};
 	/*
 	 * No record: hdr_len may be the pending mark (SID_INSERT_INODE); a
-	 * pending file with a size is a stub (idx_create_stub).
+	 * pending file with a size is a stub (idx_create_many).
 	 */
 	if (!a->ext.file_id)
 		a->ext.hdr_len = a->ext.hdr_len == UINT32_MAX && a->size > 0
@@ -451,22 +451,6 @@ int idx_create(struct idx *idx, uint64_t parent, const char *name,
 		return -EINVAL;
 	}
 	return idx_create_in(idx, parent, name, attr, &a, target, 0);
-}
-
-int idx_create_stub(struct idx *idx, uint64_t parent, const char *name,
-		    struct idx_attr *attr)
-{
-	struct idx_attr a = *attr;
-	int rc = idx_check_new_name(name);
-
-	if (rc)
-		return rc;
-	if (!S_ISREG(a.mode))
-		return -EINVAL;
-	rc = idx_create_in(idx, parent, name, attr, &a, NULL, 0);
-	if (rc == 0 && attr->size > 0)
-		attr->ext.hdr_len = KV_EXT_STUB;
-	return rc;
 }
 
 int idx_create_many(struct idx *idx, uint64_t parent, size_t n,

@@ -35,6 +35,21 @@ int share_is_stub(const struct node *n)
 	       n->attr.nlink > 0;
 }
 
+/* The local entry for a name RADOS lists with size (RTIER_DIR: a dir). */
+static struct idx_attr share_new_attr(const struct share *sh, uint64_t size)
+{
+	int64_t now = fs_now_ns();
+
+	return (struct idx_attr){.mode = size == RTIER_DIR ? S_IFDIR | 0755
+							   : S_IFREG | 0644,
+				 .uid = sh->uid,
+				 .gid = sh->gid,
+				 .size = size == RTIER_DIR ? 0 : size,
+				 .atime_ns = now,
+				 .mtime_ns = now,
+				 .ctime_ns = now};
+}
+
 /*
  * Gives (parent, name), which RADOS has, a local entry: a directory, or a
  * stub of size bytes. *ino is the entry's (or the one a racing create
@@ -45,30 +60,16 @@ int share_is_stub(const struct node *n)
 static int share_materialize(struct fs *fs, uint64_t parent, const char *name,
 			     uint64_t size, uint64_t *ino)
 {
-	struct share *sh = fs->share;
-	int64_t now = fs_now_ns();
-	struct idx_attr a = {.uid = sh->uid,
-			     .gid = sh->gid,
-			     .atime_ns = now,
-			     .mtime_ns = now,
-			     .ctime_ns = now};
-	int rc;
+	struct idx_attr a = share_new_attr(fs->share, size);
+	int rc = idx_create_many(fs->idx, parent, 1, &name, &a);
 
-	if (size == RTIER_DIR) {
-		a.mode = S_IFDIR | 0755;
-		rc = idx_create(fs->idx, parent, name, &a, NULL);
-	} else {
-		a.mode = S_IFREG | 0644;
-		a.size = size;
-		rc = idx_create_stub(fs->idx, parent, name, &a);
-	}
-	if (rc == -EEXIST)
+	if (rc == 0)
 		rc = idx_lookup(fs->idx, parent, name, &a);
 	if (rc < 0)
 		return rc;
 	*ino = a.ino;
 	if (S_ISREG(a.mode))
-		share_mark(sh, a.ino);
+		share_mark(fs->share, a.ino);
 	return 0;
 }
 
@@ -258,8 +259,6 @@ static void share_fetch_flush(struct share_fetch *f)
 static int share_fetch_one(void *arg, const char *name, uint64_t size)
 {
 	struct share_fetch *f = arg;
-	struct share *sh = f->fs->share;
-	int64_t now = fs_now_ns();
 
 	if (f->total >= f->max) {
 		f->full = 1;
@@ -274,14 +273,7 @@ static int share_fetch_one(void *arg, const char *name, uint64_t size)
 		f->rc = -ENOMEM;
 		return 1;
 	}
-	f->attrs[f->n] = (struct idx_attr){
-		.mode = size == RTIER_DIR ? S_IFDIR | 0755 : S_IFREG | 0644,
-		.uid = sh->uid,
-		.gid = sh->gid,
-		.size = size == RTIER_DIR ? 0 : size,
-		.atime_ns = now,
-		.mtime_ns = now,
-		.ctime_ns = now};
+	f->attrs[f->n] = share_new_attr(f->fs->share, size);
 	if (++f->n == SHARE_FETCH_BATCH)
 		share_fetch_flush(f);
 	return f->rc < 0;

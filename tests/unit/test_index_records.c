@@ -568,42 +568,68 @@ static void test_purge_pending(void **state)
 	assert_int_equal(idx_purge_pending(f->idx, NULL, NULL), 0);
 }
 
+/* idx_create_many() of one name: its ino, or 0 when it was not made. */
+static uint64_t mk_many(struct fx *f, const char *name, uint32_t mode,
+			uint64_t size, struct idx_attr *out)
+{
+	const char *names[1] = {name};
+	struct idx_attr a = {.mode = mode, .size = size};
+	int made = idx_create_many(f->idx, KV_ROOT_INO, 1, names, &a);
+
+	assert_true(made == 0 || made == 1);
+	assert_int_equal(made, a.ino != 0);
+	if (out)
+		*out = a;
+	return a.ino;
+}
+
 /*
- * A stub (the shared tier): a regular file with a size and no record,
- * shown with KV_EXT_STUB, pending until its bytes are saved, so a crash
- * removes it (the shared tier finds it again). Other types are refused.
+ * Stubs (the shared tier), made with idx_create_many(): a regular file
+ * with a size and no record, shown with KV_EXT_STUB, pending until its
+ * bytes are saved, so a crash removes it (the shared tier finds it again).
+ * Directories are made plainly; other types, names that exist and bad
+ * names are not made, and the others of the batch still are.
  */
 static void test_create_stub(void **state)
 {
 	struct fx *f = *state;
-	struct idx_attr a = {.mode = S_IFREG | 0644, .size = 5000};
 	struct kv_extent ext = {.file_id = 1, .hdr_len = 4096, .len = 5000};
+	const char *names[4] = {"s", "x/y", "n", "m"};
+	struct idx_attr a, v[4];
 	uint32_t crcs[1] = {7};
 	uint64_t s, k;
 
-	assert_int_equal(idx_create_stub(f->idx, KV_ROOT_INO, "s", &a), 0);
-	s = a.ino;
+	s = mk_many(f, "s", S_IFREG | 0644, 5000, &a);
+	assert_int_not_equal(s, 0);
 	assert_int_equal(a.ext.hdr_len, KV_EXT_STUB);
 	assert_int_equal(getattr_ok(f, s).size, 5000);
 	assert_int_equal(getattr_ok(f, s).ext.file_id, 0);
 	assert_int_equal(getattr_ok(f, s).ext.hdr_len, KV_EXT_STUB);
-	a = (struct idx_attr){.mode = S_IFREG | 0644, .size = 9};
-	assert_int_equal(idx_create_stub(f->idx, KV_ROOT_INO, "k", &a), 0);
-	k = a.ino;
+	k = mk_many(f, "k", S_IFREG | 0644, 9, NULL);
+	assert_int_not_equal(k, 0);
 	assert_int_equal(
 		idx_set_extent(f->idx, k, 5000, NOW, &ext, crcs, 1, NULL), 0);
 	assert_int_equal(getattr_ok(f, k).ext.hdr_len, 4096);
-	a.mode = S_IFDIR | 0755;
-	assert_int_equal(idx_create_stub(f->idx, KV_ROOT_INO, "d", &a),
-			 -EINVAL);
-	assert_int_equal(idx_create_stub(f->idx, KV_ROOT_INO, "s", &a),
-			 -EINVAL);
-	a.mode = S_IFREG | 0644;
-	assert_int_equal(idx_create_stub(f->idx, KV_ROOT_INO, "s", &a),
-			 -EEXIST);
-	assert_int_equal(idx_purge_pending(f->idx, NULL, NULL), 1);
+	assert_int_not_equal(mk_many(f, "d", S_IFDIR | 0755, 0, NULL), 0);
+	assert_true(
+		S_ISDIR(getattr_ok(f, lookup_ino(f, KV_ROOT_INO, "d")).mode));
+	assert_int_equal(mk_many(f, "p", S_IFIFO | 0644, 0, NULL), 0);
+	assert_absent(f, KV_ROOT_INO, "p");
+	assert_int_equal(mk_many(f, "s", S_IFREG | 0644, 1, NULL), 0);
+	assert_int_equal(getattr_ok(f, s).size, 5000);
+	/* A batch: one exists, one is not a name, two are made. */
+	for (int i = 0; i < 4; i++)
+		v[i] = (struct idx_attr){.mode = S_IFREG | 0644, .size = 3};
+	assert_int_equal(idx_create_many(f->idx, KV_ROOT_INO, 4, names, v), 2);
+	assert_int_equal(v[0].ino, 0);
+	assert_int_equal(v[1].ino, 0);
+	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "n"), v[2].ino);
+	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "m"), v[3].ino);
+	assert_int_equal(idx_purge_pending(f->idx, NULL, NULL), 3);
 	assert_absent(f, KV_ROOT_INO, "s");
+	assert_absent(f, KV_ROOT_INO, "n");
 	assert_int_not_equal(lookup_ino(f, KV_ROOT_INO, "k"), 0);
+	assert_int_not_equal(lookup_ino(f, KV_ROOT_INO, "d"), 0);
 }
 
 int main(void)
