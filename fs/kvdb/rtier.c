@@ -508,20 +508,59 @@ static int rtier_verify(const char *buf, uint64_t len, const char *crcs,
 	return rtier_verify_segs(segs, len ? len : 1, len, crcs, ncrc_bytes);
 }
 
+/* What a get's read op learns besides the bytes (rtier_get_meta). */
+struct rtier_got {
+	rados_xattrs_iter_t it;
+	int pr_stat, pr_x;
+	uint64_t psize; /* the object's size */
+	time_t mtime;
+	uint64_t want; /* kvfs.len */
+	char *crcs;    /* kvfs.crcs, malloc'd */
+	size_t ncrc_bytes;
+};
+
+/* Asks op for the block's size and metadata too. */
+static void rtier_want_meta(rados_read_op_t op, struct rtier_got *g)
+{
+	*g = (struct rtier_got){0};
+	rados_read_op_stat(op, &g->psize, &g->mtime, &g->pr_stat);
+	rados_read_op_getxattrs(op, &g->it, &g->pr_x);
+}
+
+/*
+ * After op ran (rc): its metadata, then the lengths checked: -ENODATA when
+ * the object holds fewer bytes than its length says (provably short),
+ * -EBADMSG when more or when the metadata is damaged.
+ */
+static int rtier_got_meta(int rc, struct rtier_got *g)
+{
+	if (rc == 0 && g->pr_x == 0)
+		rc = rtier_meta(g->it, &g->want, &g->crcs, &g->ncrc_bytes);
+	/* Made when the op was prepared: freed whatever the outcome. */
+	if (g->it)
+		rados_getxattrs_end(g->it);
+	g->it = NULL;
+	if (rc == 0)
+		rc = g->pr_stat < 0 ? g->pr_stat : g->pr_x;
+	if (rc == 0 && g->psize < g->want)
+		rc = -ENODATA;
+	else if (rc == 0 && g->psize > g->want)
+		rc = -EBADMSG;
+	return rc;
+}
+
 /* Most buffers rtier_get_segs() reads into in its one round trip. */
 #define RTIER_MAX_SEGS 64
 
 int rtier_get_segs(struct rtier *rt, const char *path, char *const *segs,
 		   size_t seg, size_t nsegs, uint64_t expect)
 {
-	char boid[RTIER_OID_MAX], doid[RTIER_OID_MAX], *crcs = NULL;
-	int rc, pr_stat = 0, pr_x = 0, pr_read[RTIER_MAX_SEGS];
-	size_t got[RTIER_MAX_SEGS], ncrc_bytes = 0;
-	rados_xattrs_iter_t it = NULL;
-	uint64_t psize = 0, want = 0;
+	char boid[RTIER_OID_MAX], doid[RTIER_OID_MAX];
+	int rc, pr_read[RTIER_MAX_SEGS], pr_reads = 0;
+	size_t got[RTIER_MAX_SEGS];
+	struct rtier_got g;
 	const char *name;
 	rados_read_op_t op;
-	time_t mtime;
 
 	rc = rtier_names(path, boid, doid, &name);
 	if (rc < 0)
@@ -532,8 +571,7 @@ int rtier_get_segs(struct rtier *rt, const char *path, char *const *segs,
 	op = rados_create_read_op();
 	if (!op)
 		return -ENOMEM;
-	rados_read_op_stat(op, &psize, &mtime, &pr_stat);
-	rados_read_op_getxattrs(op, &it, &pr_x);
+	rtier_want_meta(op, &g);
 	for (size_t i = 0; i < nsegs; i++) {
 		uint64_t off = (uint64_t)i * seg;
 
@@ -544,39 +582,29 @@ int rtier_get_segs(struct rtier *rt, const char *path, char *const *segs,
 				   segs[i], &got[i], &pr_read[i]);
 	}
 	rc = rados_read_op_operate(op, rt->io, boid, 0);
-	if (rc == 0 && pr_x == 0)
-		rc = rtier_meta(it, &want, &crcs, &ncrc_bytes);
-	if (it)
-		rados_getxattrs_end(it);
-	if (rc == 0)
-		rc = pr_stat < 0 ? pr_stat : pr_x;
-	for (size_t i = 0; rc == 0 && i < nsegs; i++)
-		rc = pr_read[i];
+	for (size_t i = 0; i < nsegs && !pr_reads; i++)
+		pr_reads = pr_read[i];
+	rc = rtier_got_meta(rc == 0 ? pr_reads : rc, &g);
 	rados_release_read_op(op);
-	if (rc == 0 && psize < want)
-		rc = -ENODATA;
-	else if (rc == 0 && psize > want)
-		rc = -EBADMSG;
-	else if (rc == 0 && want != expect)
+	if (rc == 0 && g.want != expect)
 		rc = -ESTALE;
 	if (rc == 0)
-		rc = rtier_verify_segs((const char *const *)segs, seg, want,
-				       crcs, ncrc_bytes);
-	free(crcs);
+		rc = rtier_verify_segs((const char *const *)segs, seg, g.want,
+				       g.crcs, g.ncrc_bytes);
+	free(g.crcs);
 	return rc;
 }
 
 int rtier_get(struct rtier *rt, const char *path, void **out, uint64_t *len)
 {
 	char boid[RTIER_OID_MAX], doid[RTIER_OID_MAX];
-	int rc, pr_stat = 0, pr_x = 0, pr_read = 0;
-	size_t got = 0, ncrc_bytes = 0;
-	rados_xattrs_iter_t it = NULL;
-	uint64_t psize = 0, want = 0;
-	char *buf, *crcs = NULL, *nb;
+	int rc, pr_read = 0;
+	struct rtier_got g;
+	size_t got = 0;
+	char *buf, *nb;
 	const char *name;
 	rados_read_op_t op;
-	time_t mtime;
+	uint64_t want;
 
 	rc = rtier_names(path, boid, doid, &name);
 	if (rc < 0)
@@ -590,23 +618,12 @@ int rtier_get(struct rtier *rt, const char *path, void **out, uint64_t *len)
 		return -ENOMEM;
 	}
 	/* One round trip: size, metadata and (most often) every byte. */
-	rados_read_op_stat(op, &psize, &mtime, &pr_stat);
-	rados_read_op_getxattrs(op, &it, &pr_x);
+	rtier_want_meta(op, &g);
 	rados_read_op_read(op, 0, RTIER_FIRST_READ, buf, &got, &pr_read);
 	rc = rados_read_op_operate(op, rt->io, boid, 0);
-	if (rc == 0 && pr_x == 0)
-		rc = rtier_meta(it, &want, &crcs, &ncrc_bytes);
-	/* Made when the op was prepared: freed whatever the outcome. */
-	if (it)
-		rados_getxattrs_end(it);
-	if (rc == 0)
-		rc = pr_stat < 0 ? pr_stat : pr_x < 0 ? pr_x : pr_read;
+	rc = rtier_got_meta(rc == 0 ? pr_read : rc, &g);
 	rados_release_read_op(op);
-	/* Provably short: fewer bytes than the length it was stored with. */
-	if (rc == 0 && psize < want)
-		rc = -ENODATA;
-	else if (rc == 0 && psize > want)
-		rc = -EBADMSG;
+	want = g.want;
 	if (rc == 0 && want > got) {
 		nb = realloc(buf, (size_t)want);
 		if (!nb)
@@ -626,8 +643,8 @@ int rtier_get(struct rtier *rt, const char *path, void **out, uint64_t *len)
 		}
 	}
 	if (rc == 0)
-		rc = rtier_verify(buf, want, crcs, ncrc_bytes);
-	free(crcs);
+		rc = rtier_verify(buf, want, g.crcs, g.ncrc_bytes);
+	free(g.crcs);
 	if (rc < 0) {
 		free(buf);
 		return rc;
