@@ -176,6 +176,19 @@ case_2_stubs() {
 	r stat "$(obj /s/3.bin)" && fail "2: the removed block's object is left"
 	log "2: a stub truncated keeps its first bytes; renamed, its bytes and" \
 		"object follow; removed, its object goes"
+	# A stub whose block A rewrites with another length: B loads the new
+	# bytes whole, not as many as the stub said.
+	head -c 100000 /dev/urandom >"$REF/s/5.old" || fail "2: head"
+	head -c 200000 /dev/urandom >"$REF/s/5.bin" || fail "2: head"
+	bnd 30 cp "$REF/s/5.old" "${MNT[A]}/s/5.bin" || fail "2: cp: $OUT"
+	kc_sync A
+	sleep 1.2 # B listed s/ above: its misses there are no longer believed
+	expect "access: OK" "$LP" access "${MNT[B]}/s/5.bin"
+	bnd 30 cp "$REF/s/5.bin" "${MNT[A]}/s/5.bin" || fail "2: cp: $OUT"
+	kc_sync A
+	bnd 30 cmp "$REF/s/5.bin" "${MNT[B]}/s/5.bin" ||
+		fail "2: a stub rewritten elsewhere with another length: $OUT"
+	log "2: a stub rewritten elsewhere with another length loads whole"
 }
 
 # which NAME FILE: "A" or "B" after the version of c/diff.bin FILE holds.
@@ -347,11 +360,18 @@ case_6_down() {
 	for n in A B; do
 		NOTICE0[$n]=$(notices "$n" "shared tier unreachable")
 	done
+	# A block B knows only as a stub when the cluster goes.
+	mkdirs "${MNT[A]}/st"
+	expect "store: stored" "$LP" store "${MNT[A]}/st/s.bin" $MiB 71
+	kc_sync A
+	expect "access: OK" "$LP" access "${MNT[B]}/st/s.bin"
 	cl_stop
 	sleep 1.5 # past the entry timeout: names are checked again
 	vllm_verify A
 	vllm_verify B
 	log "6: A's own blocks and B's pulled ones load with the cluster down"
+	expect "load: open EIO" "$LP" load "${MNT[B]}/st/s.bin" $MiB 71
+	log "6: B's load of a block it holds only as a stub fails (EIO) at once"
 	for n in A B; do
 		expect "access: ENOENT" "$LP" access "${MNT[$n]}/c/absent.bin"
 		expect "load: match" "$LP" load "${MNT[$n]}/c/same.bin" \

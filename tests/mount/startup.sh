@@ -39,6 +39,16 @@ expect_fail "no arguments" "usage:"
 expect_fail "bad option value" "bad max_file_size" \
 	-o max_file_size=lots "$DATA" "$MNT"
 expect_fail "bad loglevel" "bad loglevel" -o loglevel=loud "$DATA" "$MNT"
+expect_fail "two atime modes" "one of noatime, relatime and atime" \
+	-o noatime,atime "$DATA" "$MNT"
+expect_fail "a Ceph option without the tier" "need rados_pool" \
+	-o ceph_conf=/etc/ceph/ceph.conf "$DATA" "$MNT"
+# Checked before any connection: no cluster is needed for these.
+expect_fail "a lease not longer than the sweep interval" \
+	"rados_lease > rados_sweep_interval|without librados" \
+	-o rados_pool=kv,rados_lease=5,rados_sweep_interval=5 "$DATA" "$MNT"
+expect_fail "a bad pool budget" "bad rados_capacity|without librados" \
+	-o rados_pool=kv,rados_capacity=lots "$DATA" "$MNT"
 
 # Unwritable: a read-only bind mount of the data directory (root ignores
 # permission bits, not a read-only mount).
