@@ -548,7 +548,8 @@ int share_start(struct fs *fs)
 	}
 	fs->share = sh;
 	fs->saved = share_saved;
-	share_connect(sh);
+	/* The keeper connects first thing: a sick cluster never holds up
+	 * the mount's first requests (rados_timeout). */
 	rc = share_threads_start(sh, share_putter);
 	if (rc < 0) {
 		fs->saved = NULL;

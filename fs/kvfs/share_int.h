@@ -144,7 +144,7 @@ void share_queue_clear(struct share *sh);
 void share_forget_all(struct share *sh);
 /* Directory ino's names in RADOS were all local at t. */
 void share_set_whole(struct share *sh, uint64_t ino, uint64_t t);
-/* Opens a fresh connection and swaps it in (keeper, start). */
+/* Opens a fresh connection and swaps it in (the keeper, first thing). */
 void share_connect(struct share *sh);
 
 #endif

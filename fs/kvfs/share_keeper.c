@@ -226,10 +226,12 @@ static void *share_keeper(void *arg)
 {
 	struct share *sh = arg;
 	const struct fs_config *c = &sh->fs->cfg;
-	uint64_t last_try = clock_monotonic_ns(), last_sweep = 0, now;
+	uint64_t last_try, last_sweep = 0, now;
 	struct timespec dl;
 	struct rtier *rt;
 
+	share_connect(sh);
+	last_try = clock_monotonic_ns();
 	pthread_mutex_lock(&sh->lock);
 	while (!sh->stop) {
 		clock_gettime(CLOCK_REALTIME, &dl);
