@@ -31,8 +31,6 @@
 
 /* The put thread's nice value: below the handlers and write-behind. */
 #define SHARE_NICE 10
-/* Last uses held for the next batch; more are dropped until then. */
-#define SHARE_TOUCH_MAX 65536u
 
 enum share_kind { SHARE_PUT, SHARE_REMOVE };
 
@@ -566,7 +564,6 @@ void share_get_stats(struct fs *fs, struct share_stats *out)
 	memset(out, 0, sizeof(*out));
 	if (!sh)
 		return;
-	out->enabled = 1;
 	out->reachable = atomic_load(&sh->reachable);
 	out->sweeper = atomic_load(&sh->sweeper);
 	pthread_mutex_lock(&sh->lock);

@@ -48,7 +48,6 @@ struct node;
 
 /* Counters for .kvfs/stats and kvfsctl (share_get_stats). */
 struct share_stats {
-	int enabled;
 	int reachable;
 	int sweeper; /* this daemon holds the sweeper lease */
 	uint64_t queued;
