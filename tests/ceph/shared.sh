@@ -203,24 +203,19 @@ which_version() {
 }
 
 case_3() {
-	local n pids=() v
+	local n pids=() v job key seed out
 	log "3: the same key stored at once on A and B"
 	mkdirs "$REF/c" "${MNT[A]}/c" "${MNT[B]}/c"
 	expect "store: stored" "$LP" store "$REF/c/same.bin" $((2 * MiB)) 31
 	expect "store: stored" "$LP" store "$REF/c/diffA.bin" $((2 * MiB)) 41
 	expect "store: stored" "$LP" store "$REF/c/diffB.bin" $((2 * MiB)) 42
-	timeout -k 5 30 "$LP" store "${MNT[A]}/c/same.bin" $((2 * MiB)) 31 \
-		>"$T/s.A" 2>&1 &
-	pids+=($!)
-	timeout -k 5 30 "$LP" store "${MNT[B]}/c/same.bin" $((2 * MiB)) 31 \
-		>"$T/s.B" 2>&1 &
-	pids+=($!)
-	timeout -k 5 30 "$LP" store "${MNT[A]}/c/diff.bin" $((2 * MiB)) 41 \
-		>"$T/d.A" 2>&1 &
-	pids+=($!)
-	timeout -k 5 30 "$LP" store "${MNT[B]}/c/diff.bin" $((2 * MiB)) 42 \
-		>"$T/d.B" 2>&1 &
-	pids+=($!)
+	# All four at once: same.bin with one content, diff.bin with two.
+	for job in "A same 31 s" "B same 31 s" "A diff 41 d" "B diff 42 d"; do
+		read -r n key seed out <<<"$job"
+		timeout -k 5 30 "$LP" store "${MNT[$n]}/c/$key.bin" \
+			$((2 * MiB)) "$seed" >"$T/$out.$n" 2>&1 &
+		pids+=($!)
+	done
 	for n in "${pids[@]}"; do
 		wait "$n" || fail "3: a store exited with $? (hung?)"
 	done
