@@ -32,6 +32,16 @@ struct kv_extent {
  * bytes are in the shared tier (fs/kvfs/share.h), not lost.
  */
 #define KV_EXT_STUB UINT32_MAX
+/*
+ * hdr_len of an extent file (core/extfile.h): file_id 0, off the inode
+ * whose DATADIR/extents/INO.kvx holds the bytes, len the size at the save.
+ */
+#define KV_EXT_LARGE (UINT32_MAX - 1)
+
+static inline int kv_ext_large(const struct kv_extent *e)
+{
+	return e->file_id == 0 && e->hdr_len == KV_EXT_LARGE;
+}
 
 static inline uint64_t kv_align_up(uint64_t n)
 {

@@ -9,7 +9,7 @@
  * Header layout (little-endian):
  *   0  magic "KVFSREC1"       8 bytes
  *   8  format version  u32    STORE_FORMAT_VERSION
- *  12  record type     u32    STORE_REC_DATA or STORE_REC_NAME
+ *  12  record type     u32    STORE_REC_DATA, _NAME or _EXTENT
  *  16  header length   u32    multiple of KV_ALIGN
  *  20  header CRC32C   u32    over the whole header with this field zero
  *  24  sequence        u64    grows with every record written
@@ -43,6 +43,8 @@
 #define STORE_FORMAT_VERSION 1u
 #define STORE_REC_DATA 1u
 #define STORE_REC_NAME 2u
+/* The header of an extent file (extfile.h), never in a data file. */
+#define STORE_REC_EXTENT 3u
 /* Longest path a header records (PATH_MAX). */
 #define STORE_PATH_MAX 4096u
 /* Bytes of a header before the chunk CRCs. */

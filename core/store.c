@@ -883,6 +883,21 @@ int store_free(struct store *st, const struct kv_extent *ext,
 	return 0;
 }
 
+void *store_buf(size_t len)
+{
+	return store_rbuf_get(len);
+}
+
+const struct store_io_ops *store_io(struct store *st)
+{
+	return &st->ops;
+}
+
+uint64_t store_take_seq(struct store *st)
+{
+	return atomic_fetch_add(&st->seq, 1);
+}
+
 int store_usage(struct store *st, uint64_t *bytes, uint64_t *nfiles)
 {
 	struct datadir_usage u;

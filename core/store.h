@@ -124,6 +124,19 @@ int store_free(struct store *st, const struct kv_extent *ext,
  */
 int store_check_space(struct store *st, uint64_t span);
 
+/*
+ * The store's I/O table and a new sequence number, for the extent files
+ * (extfile.h) that live beside the data files.
+ */
+const struct store_io_ops *store_io(struct store *st);
+/*
+ * The calling thread's read buffer (the one store_read() fills): at least
+ * len bytes, KV_ALIGN-aligned, valid until its next store_read() or
+ * store_buf(); NULL without memory.
+ */
+void *store_buf(size_t len);
+uint64_t store_take_seq(struct store *st);
+
 /* Makes every appended record durable (fdatasync of the active files). */
 int store_sync(struct store *st);
 

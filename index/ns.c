@@ -162,7 +162,7 @@ static int idx_row_attr(struct idx *idx, sqlite3_stmt *st, struct idx_attr *a)
 	 * No record: hdr_len may be the pending mark (SID_INSERT_INODE); a
 	 * pending file with a size is a stub (idx_create_many).
 	 */
-	if (!a->ext.file_id)
+	if (!a->ext.file_id && a->ext.hdr_len != KV_EXT_LARGE)
 		a->ext.hdr_len = a->ext.hdr_len == UINT32_MAX && a->size > 0
 					 ? KV_EXT_STUB
 					 : 0;

@@ -10,6 +10,7 @@
 
 #include <sys/stat.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "extfile.h"
 #include "index.h"
 #include "kvtypes.h"
 #include "log.h"
@@ -287,6 +289,49 @@ static void check_payload(struct check *c, struct check_file *x,
 }
 
 /*
+ * An extent file (core/extfile.h): its backing file must be there, with
+ * its header, and hold the size the index says. It has no CRCs to check.
+ */
+static void check_extent_file(struct check *c, struct check_file *x)
+{
+	struct extf xf = {.fd = -1};
+	uint64_t size = 0;
+	int rc;
+
+	rc = c->db->ext_fd < 0 ? -ENOENT
+			       : extf_open(c->db->ext_fd, x->ino, &xf);
+	if (rc == 0)
+		rc = extf_size(&xf, &size, NULL);
+	extf_close(&xf);
+	if (rc == -ENOENT || rc == -ENODATA)
+		check_damage(x, CHECK_BAD_SHORT,
+			     check_printf("extent file %s/%llu.kvx is missing "
+					  "(provably short)",
+					  EXTF_DIR,
+					  (unsigned long long)x->ino));
+	else if (rc == -EINVAL)
+		check_damage(x, CHECK_BAD_CORRUPT,
+			     check_printf("extent file %s/%llu.kvx has no "
+					  "valid header of this inode",
+					  EXTF_DIR,
+					  (unsigned long long)x->ino));
+	else if (rc < 0)
+		check_damage(x, CHECK_BAD_CORRUPT,
+			     check_printf("cannot read extent file "
+					  "%s/%llu.kvx: %s",
+					  EXTF_DIR, (unsigned long long)x->ino,
+					  strerror(-rc)));
+	else if (size < x->size)
+		check_damage(x, CHECK_BAD_SHORT,
+			     check_printf("extent file %s/%llu.kvx ends at "
+					  "%llu, before the file's size %llu "
+					  "(provably short)",
+					  EXTF_DIR, (unsigned long long)x->ino,
+					  (unsigned long long)size,
+					  (unsigned long long)x->size));
+}
+
+/*
  * What the index says about x's record, before reading it: where it is
  * and whether its data file holds it. Returns its data file, or NULL when
  * x is judged already (or has no record).
@@ -298,6 +343,10 @@ static const struct kvdb_datafile *check_location(struct check *c,
 	const struct kvdb_datafile *df;
 	uint64_t end;
 
+	if (kv_ext_large(e)) {
+		check_extent_file(c, x);
+		return NULL;
+	}
 	if (e->file_id == 0) {
 		/* A stub's bytes are in the shared tier (kvfs(8)). */
 		if (x->size > 0 && e->hdr_len != KV_EXT_STUB)
@@ -434,6 +483,8 @@ static void check_drop(struct check *c, struct check_file *x, const char *path)
 		c->res->sum.repair_failed++;
 		return;
 	}
+	if (kv_ext_large(&ext) && c->db->ext_fd >= 0)
+		extf_remove(c->db->ext_fd, ext.off);
 	if (ext.file_id) {
 		struct kvdb_datafile *df = kvdb_datafile_find(
 			c->db->dfs, c->db->ndfs, ext.file_id);
@@ -557,13 +608,24 @@ static void check_match(struct check *c)
 
 		if (r->type == STORE_REC_DATA) {
 			check_match_data(c, r);
-		} else if (inos && !bsearch(&r->ino, inos, ninos, sizeof(*inos),
-					    check_u64_cmp)) {
+		} else if (r->type == STORE_REC_NAME && inos &&
+			   !bsearch(&r->ino, inos, ninos, sizeof(*inos),
+				    check_u64_cmp)) {
 			r->referenced = -1; /* stale */
 			c->res->sum.stale_names++;
 		}
 	}
 	free(inos);
+}
+
+/* Whether a named file that repair kept is the extent file of ino. */
+static int check_names_extent(const struct check *c, uint64_t ino)
+{
+	for (size_t i = 0; i < c->nfiles; i++)
+		if (c->files[i].ino == ino && !c->files[i].dropped &&
+		    kv_ext_large(&c->files[i].ext))
+			return 1;
+	return 0;
 }
 
 /* --- the findings --------------------------------------------------- */
@@ -598,7 +660,9 @@ static int check_list_damaged(struct check *c)
 			.path = check_path(c, x),
 			.detail = x->why,
 			.chunk = x->chunk,
-			.bytes = kv_extent_span(&x->ext),
+			.bytes = kv_ext_large(&x->ext)
+					 ? x->size
+					 : kv_extent_span(&x->ext),
 		};
 		if (check_add(c->res, &f) < 0) {
 			free(f.path);
@@ -641,6 +705,57 @@ static int check_list_reclaimable(struct check *c)
 	return 0;
 }
 
+/*
+ * The extent files no named file points at (unlinked while open, never
+ * saved): listed as unreferenced, with the path their header recorded.
+ * The daemon's next start, and gc, remove them.
+ */
+static int check_list_extents(struct check *c)
+{
+	struct extf_info *info = malloc(sizeof(*info));
+	struct dirent *de;
+	DIR *d = NULL;
+	int fd, rc = 0;
+
+	fd = c->db->ext_fd < 0 ? -1
+			       : openat(c->db->ext_fd, ".",
+					O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0)
+		d = fdopendir(fd);
+	if (!d || !info) {
+		if (fd >= 0 && !d)
+			close(fd);
+		free(info);
+		if (d)
+			closedir(d);
+		return info ? 0 : -ENOMEM;
+	}
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		struct check_finding f = {.kind = CHECK_UNREFERENCED,
+					  .chunk = -1};
+		int xfd;
+
+		if (extf_parse_name(de->d_name, &f.ino) < 0 ||
+		    check_names_extent(c, f.ino))
+			continue;
+		xfd = openat(fd, de->d_name, O_RDONLY | O_CLOEXEC);
+		if (xfd >= 0 && extf_read_hdr(xfd, info) >= 0) {
+			f.path = strdup(info->path);
+			f.bytes = info->blocks * 512;
+		}
+		if (xfd >= 0)
+			close(xfd);
+		c->res->sum.unreferenced++;
+		c->res->sum.unreferenced_bytes += f.bytes;
+		rc = check_add(c->res, &f);
+		if (rc < 0)
+			free(f.path);
+	}
+	closedir(d);
+	free(info);
+	return rc;
+}
+
 static void check_free(struct check *c)
 {
 	for (size_t i = 0; i < c->ndirs; i++)
@@ -674,6 +789,8 @@ int check_run(struct kvdb *db, const struct check_opts *o,
 	}
 	if (rc == 0)
 		rc = check_list_reclaimable(&c);
+	if (rc == 0)
+		rc = check_list_extents(&c);
 	check_free(&c);
 	return rc;
 }

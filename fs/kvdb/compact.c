@@ -726,6 +726,7 @@ static int compact_pass(struct compact *g)
 			log_info("gc: freed %d orphans (inodes unlinked while "
 				 "open), %llu bytes",
 				 rc, (unsigned long long)g->r->orphan_bytes);
+		kvdb_sweep_extents(g->db);
 	}
 	rc = compact_find_names(g);
 	if (rc < 0)

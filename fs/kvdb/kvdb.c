@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "datadir.h"
+#include "extfile.h"
 #include "index.h"
 #include "log.h"
 
@@ -192,6 +194,7 @@ static struct kvdb *kvdb_new(const char *datadir, const struct kvdb_opts *o)
 	}
 	db->lock_fd = -1;
 	db->data_fd = -1;
+	db->ext_fd = -1;
 	db->io = o->io;
 	db->hooks = o->hooks;
 	db->flags = o->flags;
@@ -219,6 +222,18 @@ int kvdb_open(struct kvdb **out, const char *datadir, const struct kvdb_opts *o,
 	if (rc == 0)
 		rc = o->flags & KVDB_STORE ? kvdb_open_store(db, err)
 					   : kvdb_open_datafiles(db, o, err);
+	if (rc == 0) {
+		/* The daemon makes it; a tool finds it or there is none. */
+		db->ext_fd = extf_dir_open(datadir, !!(o->flags & KVDB_STORE));
+		if (db->ext_fd < 0 && db->ext_fd != -ENOENT) {
+			rc = db->ext_fd;
+			kvdb_fail(err, rc, KVDB_STAGE_STORE, EXTF_DIR,
+				  "cannot open %s/%s: %s", datadir, EXTF_DIR,
+				  strerror(-rc));
+		}
+		if (db->ext_fd < 0)
+			db->ext_fd = -1;
+	}
 	if (rc < 0) {
 		kvdb_close(db);
 		return rc;
@@ -245,6 +260,43 @@ static void kvdb_log_pending(void *arg, uint64_t parent, const char *name)
 		 "found again on demand): %s in directory inode "
 		 "%" PRIu64,
 		 name, parent);
+}
+
+void kvdb_sweep_extents(struct kvdb *db)
+{
+	struct dirent *de;
+	unsigned removed = 0;
+	DIR *d;
+	int fd;
+
+	if (db->ext_fd < 0)
+		return;
+	fd = openat(db->ext_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		log_warn("cannot list %s/%s: %s", db->datadir, EXTF_DIR,
+			 strerror(errno));
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		struct idx_attr a;
+		uint64_t ino;
+
+		if (extf_parse_name(de->d_name, &ino) < 0)
+			continue;
+		if (idx_getattr(db->idx, ino, &a) == 0 && a.nlink > 0 &&
+		    kv_ext_large(&a.ext) && a.ext.off == ino)
+			continue;
+		if (extf_remove(db->ext_fd, ino) == 0)
+			removed++;
+	}
+	closedir(d);
+	if (removed)
+		log_info("removed %u extent files of files gone in the last "
+			 "run (unlinked while open, or never saved)",
+			 removed);
 }
 
 void kvdb_recover(struct kvdb *db, idx_extent_fn free_extent,
@@ -274,6 +326,7 @@ void kvdb_recover(struct kvdb *db, idx_extent_fn free_extent,
 	rc = idx_purge_orphans(db->idx, free_extent, ops->ctx);
 	if (rc > 0)
 		log_info("released %d files unlinked during the last run", rc);
+	kvdb_sweep_extents(db);
 	/*
 	 * The marker says the last run stopped cleanly: every record it
 	 * appended is committed, nothing to recover. It is removed (and the
@@ -315,6 +368,8 @@ void kvdb_close(struct kvdb *db)
 	kvdb_datafiles_close(db->dfs, db->ndfs);
 	if (db->data_fd >= 0)
 		close(db->data_fd);
+	if (db->ext_fd >= 0)
+		close(db->ext_fd);
 	store_close(db->store);
 	idx_close(db->idx);
 	datadir_lock_release(db->lock_fd);

@@ -122,6 +122,8 @@ struct kvdb {
 	struct kvdb_datafile *dfs; /* sorted by id; none with KVDB_STORE */
 	size_t ndfs;
 	struct store *store; /* with KVDB_STORE, else NULL */
+	/* DATADIR/extents (extfile.h, O_PATH), -1 when there is none. */
+	int ext_fd;
 	struct store_config scfg;
 	unsigned root_mode;	  /* of a new index (KVDB_INDEX_CREATE) */
 	int recovered;		  /* kvdb_recover() ran */
@@ -130,6 +132,14 @@ struct kvdb {
 	struct kvdb_hooks hooks;
 	unsigned flags;
 };
+
+/*
+ * Removes the extent files (core/extfile.h) no named inode points at:
+ * those of files unlinked while open (a worker's pool file), or made and
+ * never saved before a crash. One index lookup per extent file; there are
+ * few. Logs what it removed. kvdb_recover() and gc call it.
+ */
+void kvdb_sweep_extents(struct kvdb *db);
 
 /*
  * Opens datadir: lock, then the index (unless KVDB_NO_INDEX), then the

@@ -145,7 +145,9 @@ static int rebuild_pick(struct rebuild *b, struct kvdb_rec **byino, size_t i,
 	char what[64];
 
 	for (size_t k = i; k < j; k++) {
-		if (byino[k]->type != STORE_REC_DATA)
+		/* An extent file holds the bytes as a data record does. */
+		if (byino[k]->type != STORE_REC_DATA &&
+		    byino[k]->type != STORE_REC_EXTENT)
 			continue;
 		if (!byino[k]->complete)
 			b->r->torn++;
@@ -188,7 +190,7 @@ static int rebuild_plan(struct rebuild *b)
 		byino[i] = &s->recs[i];
 		if (s->recs[i].ino >= b->next_ino)
 			b->next_ino = s->recs[i].ino + 1;
-		if (s->recs[i].type == STORE_REC_DATA)
+		if (s->recs[i].type != STORE_REC_NAME)
 			b->r->data_recs++;
 		else
 			b->r->name_recs++;
@@ -279,6 +281,10 @@ static int rebuild_add(struct rebuild *b, struct idx *idx, size_t i,
 	struct idx_attr a = rebuild_attr(b, S_IFREG | 0644);
 	uint64_t dir;
 	int rc = 0;
+
+	if (r->type == STORE_REC_EXTENT)
+		ext = (struct kv_extent){
+			.hdr_len = KV_EXT_LARGE, .off = r->ino, .len = r->len};
 
 	if (i > 0 && strcmp(path, b->nw[i - 1].path) == 0)
 		return rebuild_left_out(b->r, path, r->ino,
@@ -439,6 +445,8 @@ int rebuild_run(struct kvdb *db, const struct rebuild_opts *o,
 
 	memset(r, 0, sizeof(*r));
 	rc = scan->done ? 0 : kvdb_scan(db, scan);
+	if (rc == 0 && !scan->extents_done)
+		rc = kvdb_scan_extents(db, scan);
 	if (rc == 0)
 		rc = rebuild_plan(&b);
 	if (rc == 0)

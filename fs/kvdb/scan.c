@@ -4,11 +4,15 @@
  */
 #include "scan.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "datafile.h"
+#include "extfile.h"
 #include "kvdb.h"
 #include "kvtypes.h"
 #include "record.h"
@@ -38,6 +42,8 @@ static int kvdb_scan_add(struct kvdb_scan *s, const struct kvdb_datafile *df,
 		.len = h->len,
 		.complete = h->len <= df->size && off + span <= df->size,
 	};
+	if (h->type == STORE_REC_EXTENT)
+		return 0; /* only an extent file starts with one */
 	if (h->type == STORE_REC_DATA && h->nchunks) {
 		r->crcs = malloc((size_t)h->nchunks * sizeof(*r->crcs));
 		if (!r->crcs)
@@ -123,4 +129,60 @@ void kvdb_scan_free(struct kvdb_scan *s)
 	}
 	free(s->recs);
 	memset(s, 0, sizeof(*s));
+}
+
+int kvdb_scan_extents(struct kvdb *db, struct kvdb_scan *s)
+{
+	struct extf_info *info = malloc(sizeof(*info));
+	struct dirent *de;
+	DIR *d = NULL;
+	int fd, rc = 0;
+
+	fd = db->ext_fd < 0 ? -1
+			    : openat(db->ext_fd, ".",
+				     O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0 && info)
+		d = fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		free(info);
+		s->extents_done = !!info;
+		return info ? 0 : -ENOMEM;
+	}
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		uint64_t ino;
+		int xfd, hlen;
+
+		if (extf_parse_name(de->d_name, &ino) < 0)
+			continue;
+		xfd = openat(fd, de->d_name, O_RDONLY | O_CLOEXEC);
+		hlen = xfd < 0 ? -errno : extf_read_hdr(xfd, info);
+		if (xfd >= 0)
+			close(xfd);
+		if (hlen < 0 || info->ino != ino)
+			continue;
+		if (kvdb_grow((void **)&s->recs, &s->cap, s->nrecs,
+			      sizeof(*s->recs)) < 0) {
+			rc = -ENOMEM;
+			break;
+		}
+		s->recs[s->nrecs] = (struct kvdb_rec){
+			.type = STORE_REC_EXTENT,
+			.hdr_len = (uint32_t)hlen,
+			.seq = info->seq,
+			.ino = ino,
+			.len = info->size,
+			.complete = 1,
+			.path = strdup(info->path),
+		};
+		if (!s->recs[s->nrecs].path)
+			rc = -ENOMEM;
+		else
+			s->nrecs++;
+	}
+	closedir(d);
+	free(info);
+	s->extents_done = rc == 0;
+	return rc;
 }

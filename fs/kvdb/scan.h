@@ -17,7 +17,8 @@ struct kvdb;
 /* A record header found by scanning a data file. */
 struct kvdb_rec {
 	uint32_t file_id;
-	uint32_t type; /* STORE_REC_DATA or STORE_REC_NAME */
+	/* STORE_REC_DATA, _NAME, or _EXTENT (kvdb_scan_extents: file_id 0) */
+	uint32_t type;
 	uint32_t hdr_len;
 	uint32_t nchunks;
 	uint64_t off;
@@ -34,7 +35,8 @@ struct kvdb_rec {
 struct kvdb_scan {
 	struct kvdb_rec *recs; /* in file, then offset order */
 	size_t nrecs, cap;
-	int done; /* the scan ran */
+	int done;	  /* the scan ran */
+	int extents_done; /* kvdb_scan_extents ran */
 };
 
 /*
@@ -46,6 +48,14 @@ struct kvdb_scan {
  * -errno (an I/O error is also reported through the error hook).
  */
 int kvdb_scan(struct kvdb *db, struct kvdb_scan *s);
+/*
+ * Adds a record for each extent file of db (DATADIR/extents, see
+ * core/extfile.h) whose header is whole and names the inode its file name
+ * does: type STORE_REC_EXTENT, file_id 0, len the bytes the backing file
+ * holds, complete. Others are skipped (an unreadable header cannot name
+ * its file). 0 or -errno.
+ */
+int kvdb_scan_extents(struct kvdb *db, struct kvdb_scan *s);
 void kvdb_scan_free(struct kvdb_scan *s);
 
 #endif

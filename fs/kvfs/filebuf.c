@@ -177,6 +177,9 @@ int node_fill(struct fs *fs, struct node *n)
 
 	if (n->dirty || n->cached)
 		return 0;
+	/* An extent file's bytes are never loaded (extent.h). */
+	if (kv_ext_large(&n->attr.ext))
+		return -EIO;
 	rc = node_reserve(fs, n, size);
 	if (rc < 0)
 		goto out_discard;

@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "ctlfiles.h"
 #include "damage.h"
+#include "extent.h"
 #include "filebuf.h"
 #include "fileio.h"
 #include "fs.h"
@@ -23,7 +24,7 @@
 #include "notify.h"
 #include "wb.h"
 
-static int fs_req_stop(void *arg)
+int fs_req_stop(void *arg)
 {
 	return fuse_req_interrupted(arg);
 }
@@ -78,6 +79,13 @@ int fs_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
 		return -EINVAL;
 	if (size > fs->cfg.max_file_size)
 		return -EFBIG;
+	if (size > fs->cfg.record_max) {
+		rc = fs_ext_convert_locked(fs, n);
+		if (rc < 0)
+			return rc;
+	}
+	if (kv_ext_large(&n->attr.ext))
+		return fs_ext_truncate_locked(fs, n, size, now);
 	if (size == old && n->dirty)
 		return 0;
 	if (size == 0) {
@@ -163,7 +171,6 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	const void *data = NULL;
 	struct node *n;
 	size_t got = 0;
-	char *path;
 	int rc = 0;
 
 	if (fs_ctl_ino(ino)) {
@@ -173,11 +180,15 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	n = h->n;
 	fs_read_atime(fs, h);
 	pthread_rwlock_rdlock(&n->rw);
+	if (kv_ext_large(&n->attr.ext))
+		goto out_extent;
 	if ((uint64_t)off < n->attr.size && !n->dirty && !n->cached && !n->wb &&
 	    n->attr.size <= FS_VERIFY_MAX) {
 		/* First read: load and check the whole file (fs.h). */
 		pthread_rwlock_unlock(&n->rw);
 		pthread_rwlock_wrlock(&n->rw);
+		if (kv_ext_large(&n->attr.ext))
+			goto out_extent; /* it became one meanwhile */
 #ifdef KVFS_FAULT_INJECTION
 		rc = fs_fault_read(fs, ino);
 		if (rc == 0)
@@ -208,13 +219,29 @@ out_unlock:
 	 * last handle and n with it. data is in this thread's read buffer.
 	 */
 	pthread_rwlock_unlock(&n->rw);
-	if (rc == 0) {
+	if (rc == 0)
 		fuse_reply_buf(req, data, got);
-		return;
-	}
-	path = node_path(fs, n);
+	else
+		fs_read_failed(fs, req, n, off, rc);
+	return;
+out_extent:
+	pthread_rwlock_unlock(&n->rw);
+	rc = fs_ext_read(fs, n, size, (uint64_t)off, &data, &got);
+	if (rc == 0)
+		fuse_reply_buf(req, data, got);
+	else if (rc == -ENOMEM)
+		fs_reply_err(req, rc);
+	else
+		fs_read_failed(fs, req, n, off, rc);
+}
+
+void fs_read_failed(struct fs *fs, fuse_req_t req, struct node *n, off_t off,
+		    int rc)
+{
+	char *path = node_path(fs, n);
+
 	log_warn("read of %s (inode %llu) at %lld failed: %s",
-		 path ? path : "?", (unsigned long long)ino, (long long)off,
+		 path ? path : "?", (unsigned long long)n->ino, (long long)off,
 		 fs_read_error(rc));
 	free(path);
 	/*
@@ -242,12 +269,23 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		fs_reply_err(req, -EFBIG);
 		return;
 	}
-	rc = fs_room_for(fs, req, n, end);
+	rc = fs_ext_grow(fs, n, end, fs_req_stop, req);
+	if (rc == 0 && !fs_is_extent(n))
+		rc = fs_room_for(fs, req, n, end);
 	if (rc < 0) {
 		fs_reply_err(req, rc);
 		return;
 	}
 	pthread_rwlock_wrlock(&n->rw);
+	if (kv_ext_large(&n->attr.ext)) {
+		pthread_rwlock_unlock(&n->rw);
+		rc = fs_ext_write(fs, n, buf, size, (uint64_t)off);
+		if (rc < 0)
+			fs_reply_err(req, rc);
+		else
+			fuse_reply_write(req, size);
+		return;
+	}
 	rc = node_make_dirty(fs, n);
 	if (rc == 0)
 		rc = node_reserve(fs, n, end);
@@ -276,7 +314,7 @@ static int fs_flush_node(struct fs *fs, struct node *n)
 	int rc = 0;
 
 	pthread_rwlock_wrlock(&n->rw);
-	if (n->dirty && n->attr.nlink > 0)
+	if ((n->dirty || n->x_dirty) && n->attr.nlink > 0)
 		rc = wb_save_locked(fs, n);
 	pthread_rwlock_unlock(&n->rw);
 	return rc;
@@ -338,7 +376,10 @@ void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		fs_reply_err(req, 0);
 		return;
 	}
-	rc = fs_flush_node(fs, h->n);
+	/* An extent file's bytes first, then the size that covers them. */
+	rc = fs_is_extent(h->n) ? fs_ext_sync(fs, h->n) : 0;
+	if (rc == 0)
+		rc = fs_flush_node(fs, h->n);
 	/* What it covers: this file's queued saves. */
 	if (rc == 0)
 		rc = wb_wait_node(fs, h->n, fs_req_stop, req);
@@ -350,21 +391,48 @@ void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 }
 
 /*
- * fallocate(2): mode 0 grows the file with zeros like a truncate (the
- * bytes take memory until saved, so the dirty budget applies); KEEP_SIZE
- * alone has nothing to do, since records are written whole at save time.
- * Other modes: EOPNOTSUPP.
+ * fallocate(2) on a small file, n->rw exclusive: mode 0 grows it with
+ * zeros like a truncate (the bytes take memory until saved, so the dirty
+ * budget applies); KEEP_SIZE alone has nothing to reserve, records being
+ * written whole at save time; PUNCH_HOLE and ZERO_RANGE zero the bytes.
+ */
+static int fs_fallocate_small(struct fs *fs, struct node *n, int mode,
+			      uint64_t off, uint64_t end)
+{
+	int zero = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE);
+	uint64_t upto = end < n->attr.size ? end : n->attr.size;
+	int64_t now = fs_now_ns();
+	int rc = 0;
+
+	if (zero && off < upto) {
+		rc = node_make_dirty(fs, n);
+		if (rc == 0)
+			node_zero(n, off, upto - off);
+	}
+	if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE) && end > n->attr.size)
+		rc = fs_truncate_locked(fs, n, end, now);
+	else if (rc == 0 && zero && off < upto)
+		n->attr.mtime_ns = n->attr.ctime_ns = now;
+	return rc;
+}
+
+/*
+ * fallocate(2): modes 0 and KEEP_SIZE reserve, PUNCH_HOLE (with
+ * KEEP_SIZE) and ZERO_RANGE zero; others are EOPNOTSUPP. A reservation
+ * past record_max makes the file an extent file, where space is real.
  */
 void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 		  off_t len, struct fuse_file_info *fi)
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	int known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE |
+		    FALLOC_FL_ZERO_RANGE;
 	struct fs *fs = fs_of(req);
 	uint64_t end = (uint64_t)off + (uint64_t)len;
 	struct node *n;
 	int rc = 0;
 
-	if (fs_ctl_ino(ino) || (mode & ~FALLOC_FL_KEEP_SIZE)) {
+	if (fs_ctl_ino(ino) || (mode & ~known)) {
 		fs_reply_err(req, -EOPNOTSUPP);
 		return;
 	}
@@ -377,13 +445,26 @@ void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 		return;
 	}
 	n = h->n;
-	if (!(mode & FALLOC_FL_KEEP_SIZE))
+	if (!(mode & FALLOC_FL_PUNCH_HOLE))
+		rc = fs_ext_grow(fs, n, end, fs_req_stop, req);
+	if (rc == 0 && fs_is_extent(n)) {
+		fs_reply_err(req, fs_ext_fallocate(fs, n, mode, (uint64_t)off,
+						   (uint64_t)len));
+		return;
+	}
+	if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE))
 		rc = fs_room_for(fs, req, n, end);
-	if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE)) {
+	if (rc == 0) {
 		pthread_rwlock_wrlock(&n->rw);
-		if (end > n->attr.size)
-			rc = fs_truncate_locked(fs, n, end, fs_now_ns());
+		/* It may have become one meanwhile. */
+		rc = kv_ext_large(&n->attr.ext)
+			     ? -EAGAIN
+			     : fs_fallocate_small(fs, n, mode, (uint64_t)off,
+						  end);
 		pthread_rwlock_unlock(&n->rw);
 	}
+	if (rc == -EAGAIN)
+		rc = fs_ext_fallocate(fs, n, mode, (uint64_t)off,
+				      (uint64_t)len);
 	fs_reply_err(req, rc);
 }

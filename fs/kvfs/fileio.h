@@ -38,6 +38,15 @@ static inline void fs_reply_err(fuse_req_t req, int rc)
 	fuse_reply_err(req, rc >= 0 ? 0 : -rc);
 }
 
+/* Whether req was interrupted: the stop test of the bounded waits. */
+int fs_req_stop(void *req);
+/*
+ * A READ of n at off failed with rc: logs it, drops the name when the
+ * bytes are provably short (-ENODATA) or quarantines it, and answers EIO.
+ * No lock held; n pinned.
+ */
+void fs_read_failed(struct fs *fs, fuse_req_t req, struct node *n, off_t off,
+		    int rc);
 /*
  * Waits, holding no lock, until n's buffer may grow to end bytes within
  * the dirty budget (node_budget_wait; an INTERRUPT of req ends it with

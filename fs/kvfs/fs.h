@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "extfile.h"
 #include "index.h"
 #include "log.h"
 #include "store.h"
@@ -50,6 +51,8 @@ struct stat;
  * several requests, reports an error, never a short count.
  */
 #define FS_VERIFY_MAX (64ull << 20)
+/* record_max by default: larger files are extent files (extent.h). */
+#define FS_RECORD_MAX (64ull << 20)
 /* Write buffers come in segments of this size (a KV_CHUNK_SIZE multiple). */
 #define NODE_SEG (1u << 20)
 /* Idle segments kept for reuse, so stores do not fault in fresh pages. */
@@ -102,6 +105,14 @@ struct node {
 	/* Evicted while not open, record freed: opens fail (protected by rw). */
 	int evicted;
 	/*
+	 * An extent file's backing file (attr.ext is KV_EXT_LARGE), opened
+	 * on first use, and whether its size or times changed since the
+	 * index last saw them (protected by rw; x.fd is set once, under rw
+	 * exclusive, and then read under rw shared).
+	 */
+	struct extf x;
+	int x_dirty;
+	/*
 	 * The newest bytes queued for saving (protected by rw), read while
 	 * the node is neither dirty nor cached; NULL when none.
 	 */
@@ -138,6 +149,8 @@ struct fs_config {
 	double attr_timeout;
 	double negative_timeout;
 	uint64_t max_file_size;
+	/* Larger files are extent files (extent.h), not one record. */
+	uint64_t record_max;
 	uint64_t dirty_limit;
 	int64_t dirty_wait_ns; /* longest wait for room: FS_DIRTY_WAIT_NS */
 	unsigned threads;
@@ -195,6 +208,7 @@ struct fs {
 	struct kvdb *db;
 	struct idx *idx;
 	struct store *store;
+	int ext_fd; /* DATADIR/extents: db->ext_fd */
 	struct fuse_session *se;
 	struct notify *notify;	 /* kernel invalidations */
 	struct vc *vc;		 /* lookup manager and verdict cache */

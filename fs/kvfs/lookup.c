@@ -79,7 +79,7 @@ static void fs_reply_verdict(struct fs *fs, fuse_req_t req, uint64_t parent,
 	e.ino = a.ino;
 	e.attr_timeout = fs->cfg.attr_timeout;
 	e.entry_timeout = fs->cfg.entry_timeout;
-	fs_fill_stat(&e.attr, &a);
+	fs_fill_stat(fs, &e.attr, &a);
 	if (fuse_reply_entry(req, &e) != 0)
 		/* The requester is gone: the kernel took no reference. */
 		node_forget_one(fs, a.ino);

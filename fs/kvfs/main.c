@@ -71,6 +71,7 @@ struct kvfs_opts {
 	unsigned tmp_max_age;
 	char *loglevel;
 	char *max_file_size;
+	char *record_max;
 	char *dirty_limit;
 	char *root_mode;
 	double entry_timeout;
@@ -101,6 +102,7 @@ struct kvfs_opts {
 static const struct fuse_opt kvfs_opt_spec[] = {
 	KVFS_OPT("loglevel=%s", loglevel),
 	KVFS_OPT("max_file_size=%s", max_file_size),
+	KVFS_OPT("record_max=%s", record_max),
 	KVFS_OPT("dirty_limit=%s", dirty_limit),
 	KVFS_OPT("root_mode=%s", root_mode),
 	KVFS_OPT("entry_timeout=%lf", entry_timeout),
@@ -140,7 +142,9 @@ static void kvfs_usage(const char *prog)
 	       "    -o negative_timeout=S  kernel cache of absent names "
 	       "(default 3600)\n"
 	       "    -o max_file_size=SIZE  largest file, K/M/G suffixes "
-	       "(default 1G)\n"
+	       "(default: no limit)\n"
+	       "    -o record_max=SIZE     larger files are extent files "
+	       "(default 64M)\n"
 	       "    -o dirty_limit=SIZE    memory for unsaved writes "
 	       "(default 1G)\n"
 	       "    -o threads=N           FUSE worker threads (default 16)\n"
@@ -299,7 +303,8 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 	c->negative_timeout = o->negative_timeout;
 	c->threads = o->threads;
 	c->durable = o->durable;
-	c->max_file_size = 1ull << 30;
+	c->max_file_size = INT64_MAX;
+	c->record_max = FS_RECORD_MAX;
 	c->dirty_limit = 1ull << 30;
 	c->dirty_wait_ns = FS_DIRTY_WAIT_NS;
 	c->root_mode = 0755;
@@ -315,6 +320,13 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 	     c->max_file_size == 0)) {
 		fprintf(stderr, "kvfs: bad max_file_size '%s'\n",
 			o->max_file_size);
+		return -EINVAL;
+	}
+	if (o->record_max &&
+	    (kvfs_parse_size(o->record_max, &c->record_max) < 0 ||
+	     c->record_max < NODE_SEG || c->record_max > (1ull << 30))) {
+		fprintf(stderr, "kvfs: bad record_max '%s' (1M to 1G)\n",
+			o->record_max);
 		return -EINVAL;
 	}
 	if (o->dirty_limit &&
@@ -536,6 +548,7 @@ static int kvfs_open(struct fs *fs)
 	}
 	fs->idx = fs->db->idx;
 	fs->store = fs->db->store;
+	fs->ext_fd = fs->db->ext_fd;
 	return 0;
 }
 
@@ -811,6 +824,7 @@ out_args:
 	free(fs.cfg.datadir);
 	free(o.loglevel);
 	free(o.max_file_size);
+	free(o.record_max);
 	free(o.dirty_limit);
 	free(o.root_mode);
 	free(o.capacity);

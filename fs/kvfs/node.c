@@ -37,6 +37,7 @@ int node_table_init(struct fs *fs)
 static void node_destroy(struct node *n)
 {
 	pthread_rwlock_destroy(&n->rw);
+	extf_close(&n->x);
 	free(n->crcs);
 	free(n->segs);
 	free(n->name);
@@ -150,6 +151,7 @@ int node_get(struct fs *fs, uint64_t ino, const struct idx_attr *attr,
 		return -ENOMEM;
 	}
 	nn->ino = ino;
+	nn->x.fd = -1;
 	nn->attr = *attr;
 	nn->disk_size = attr->size;
 	nn->parent = parent;
@@ -236,6 +238,10 @@ void node_put(struct fs *fs, struct node *n, uint64_t nlookup_dec,
 			log_err("inode %llu: unsaved data lost: %s",
 				(unsigned long long)n->ino, strerror(-rc));
 	}
+	if (n->x_dirty && n->attr.nlink > 0)
+		node_ext_save_locked(fs, n);
+	/* Closed before its file goes with the inode. */
+	extf_close(&n->x);
 	node_discard(fs, n);
 	if (n->attr.nlink == 0)
 		node_release_inode(fs, n->ino);
@@ -325,6 +331,14 @@ void node_free_extent(struct fs *fs, const struct kv_extent *ext)
 	uint64_t refs = 1;
 	int rc;
 
+	if (kv_ext_large(ext)) {
+		rc = extf_remove(fs->ext_fd, ext->off);
+		if (rc < 0)
+			log_warn("cannot remove extent file %s/%llu.kvx: %s",
+				 EXTF_DIR, (unsigned long long)ext->off,
+				 strerror(-rc));
+		return;
+	}
 	if (ext->file_id == 0)
 		return;
 	if (fs->up.used)
@@ -424,6 +438,29 @@ out_free:
 	return rc;
 }
 
+int node_ext_save_locked(struct fs *fs, struct node *n)
+{
+	struct kv_extent ext = {.hdr_len = KV_EXT_LARGE, .off = n->ino}, old;
+	int rc;
+
+	if (!n->x_dirty)
+		return 0;
+	ext.len = n->attr.size;
+	rc = idx_set_extent(fs->idx, n->ino, n->attr.size, n->attr.mtime_ns,
+			    &ext, NULL, 0, &old);
+	if (rc < 0) {
+		log_warn("cannot save the size of extent file inode %llu: %s",
+			 (unsigned long long)n->ino, strerror(-rc));
+		return rc;
+	}
+	n->x_dirty = 0;
+	n->disk_size = n->attr.size;
+	/* The same file, already in the index: nothing to free. */
+	if (!kv_ext_large(&old))
+		node_free_extent(fs, &old);
+	return 0;
+}
+
 void node_flush_all(struct fs *fs, int (*save)(struct fs *fs, struct node *n))
 {
 	struct node **dirty = NULL;
@@ -432,7 +469,7 @@ void node_flush_all(struct fs *fs, int (*save)(struct fs *fs, struct node *n))
 	pthread_mutex_lock(&fs->nodes_lock);
 	for (size_t b = 0; b < fs->nbuckets; b++) {
 		for (struct node *n = fs->nodes[b]; n; n = n->hnext) {
-			if (!n->dirty)
+			if (!n->dirty && !n->x_dirty)
 				continue;
 			if (ndirty == cap) {
 				size_t ncap = cap ? 2 * cap : 64;
@@ -510,8 +547,10 @@ static struct timespec fs_ts(int64_t ns)
 	return (struct timespec){.tv_sec = sec, .tv_nsec = nsec};
 }
 
-void fs_fill_stat(struct stat *st, const struct idx_attr *a)
+void fs_fill_stat(struct fs *fs, struct stat *st, const struct idx_attr *a)
 {
+	uint64_t blocks;
+
 	memset(st, 0, sizeof(*st));
 	st->st_ino = a->ino;
 	st->st_mode = a->mode;
@@ -522,6 +561,10 @@ void fs_fill_stat(struct stat *st, const struct idx_attr *a)
 	st->st_size = S_ISDIR(a->mode) ? 4096 : (off_t)a->size;
 	st->st_blksize = 4096;
 	st->st_blocks = (blkcnt_t)(kv_align_up((uint64_t)st->st_size) / 512);
+	/* An extent file's holes take no room, as du(1) sees on ext4. */
+	if (kv_ext_large(&a->ext) &&
+	    extf_blocks_at(fs->ext_fd, a->ino, &blocks) == 0)
+		st->st_blocks = (blkcnt_t)blocks;
 	st->st_atim = fs_ts(a->atime_ns);
 	st->st_mtim = fs_ts(a->mtime_ns);
 	st->st_ctim = fs_ts(a->ctime_ns);

@@ -64,6 +64,11 @@ void node_free_extent(struct fs *fs, const struct kv_extent *ext);
  * with n->rw held exclusive. 0 when there was nothing to save.
  */
 int node_flush_locked(struct fs *fs, struct node *n);
+/*
+ * Commits an extent file's size and mtime to the index when they changed
+ * since it last did (n->x_dirty). n->rw exclusive. 0 or -errno.
+ */
+int node_ext_save_locked(struct fs *fs, struct node *n);
 /* Handles open on n now. */
 unsigned node_nopen(struct fs *fs, struct node *n);
 /* Saves every dirty node with save (n->rw held exclusive), at unmount. */
@@ -96,7 +101,7 @@ int node_evict_name(struct fs *fs, const struct idx_name *e);
  */
 int node_unname(struct fs *fs, const struct idx_name *e, int evict);
 /* An inode's attributes as a struct stat (what getattr replies). */
-void fs_fill_stat(struct stat *st, const struct idx_attr *a);
+void fs_fill_stat(struct fs *fs, struct stat *st, const struct idx_attr *a);
 /* Drops one kernel lookup of ino (a reply the kernel never got). */
 void node_forget_one(struct fs *fs, uint64_t ino);
 

@@ -21,6 +21,7 @@
 #include "capacity.h"
 #include "ctlfiles.h"
 #include "damage.h"
+#include "extent.h"
 #include "filebuf.h"
 #include "fileio.h"
 #include "fs.h"
@@ -38,7 +39,7 @@ static void fs_fill_entry(struct fs *fs, struct fuse_entry_param *e,
 	e->ino = a->ino;
 	e->attr_timeout = fs->cfg.attr_timeout;
 	e->entry_timeout = fs->cfg.entry_timeout;
-	fs_fill_stat(&e->attr, a);
+	fs_fill_stat(fs, &e->attr, a);
 }
 
 static int fs_check_name(const char *name)
@@ -155,7 +156,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino,
 	}
 	fs_node_attr(n, &a);
 	node_put(fs, n, 0, 0, 1);
-	fs_fill_stat(&st, &a);
+	fs_fill_stat(fs, &st, &a);
 	fuse_reply_attr(req, &st, fs->cfg.attr_timeout);
 }
 
@@ -182,6 +183,9 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size > 0)
 		rc = share_pull(fs, n, req);
 	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE))
+		rc = fs_ext_grow(fs, n, (uint64_t)attr->st_size, fs_req_stop,
+				 req);
+	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE) && !fs_is_extent(n))
 		rc = fs_room_for(fs, req, n, (uint64_t)attr->st_size);
 	if (rc < 0) {
 		node_put(fs, n, 0, 0, 1);
@@ -231,7 +235,7 @@ out_unlock:
 		fs_reply_err(req, rc);
 		return;
 	}
-	fs_fill_stat(&st, &a);
+	fs_fill_stat(fs, &st, &a);
 	fuse_reply_attr(req, &st, fs->cfg.attr_timeout);
 }
 
@@ -454,7 +458,7 @@ static uint64_t fs_renamed(struct fs *fs, uint64_t parent, const char *name,
 	 * gets it at commit (wb.c). The path comes from the index: the node
 	 * table need not hold every directory on the way.
 	 */
-	if (S_ISREG(a.mode) && a.ext.file_id) {
+	if (S_ISREG(a.mode) && (a.ext.file_id || kv_ext_large(&a.ext))) {
 		rc = idx_path(fs->idx, a.ino, path, sizeof(path));
 		/* Counted now, even when it goes out later (batch_names). */
 		span = rc == 0 ? store_hdr_len(0, strlen(path)) : 0;

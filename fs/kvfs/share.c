@@ -276,8 +276,8 @@ static int share_copy_record(struct fs *fs, const struct kv_extent *ext,
 /*
  * ino's bytes from its node (queued or cached copy, or its record under
  * n->rw), or, when the kernel holds no node for it, from the index and its
- * record. -EAGAIN: nothing to put now (a stub, or unsaved bytes a later
- * commit brings).
+ * record. -EAGAIN: nothing to put now (a stub, unsaved bytes a later
+ * commit brings, or an extent file: those are never shared).
  */
 static int share_bytes(struct fs *fs, uint64_t ino, char **buf, uint64_t *len)
 {
@@ -291,8 +291,9 @@ static int share_bytes(struct fs *fs, uint64_t ino, char **buf, uint64_t *len)
 		a = n->attr;
 		if (n->evicted)
 			rc = -ENOENT;
-		else if (n->dirty || share_is_stub(n))
-			rc = -EAGAIN;
+		else if (n->dirty || share_is_stub(n) ||
+			 kv_ext_large(&n->attr.ext))
+			rc = -EAGAIN; /* an extent file stays local */
 	} else {
 		rc = idx_getattr(fs->idx, ino, &a);
 		if (rc == 0 && a.size > 0 && a.ext.file_id == 0)

@@ -133,6 +133,8 @@ int wb_save_locked(struct fs *fs, struct node *n)
 	uint64_t size = n->attr.size, queued;
 	int rc;
 
+	if (n->x_dirty)
+		return node_ext_save_locked(fs, n);
 	if (!n->dirty)
 		return 0;
 	if (!wb || fs->cfg.durable)

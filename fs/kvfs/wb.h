@@ -28,8 +28,9 @@ void wb_stop(struct fs *fs);
 
 /*
  * Saves n's unsaved bytes: queued when write-behind runs, at once
- * (node_flush_locked) with -o durable or when it is stopped. n->rw held
- * exclusive; n has a name. 0 or -errno.
+ * (node_flush_locked) with -o durable or when it is stopped; an extent
+ * file's new size at once (node_ext_save_locked). n->rw held exclusive;
+ * n has a name. 0 or -errno.
  */
 int wb_save_locked(struct fs *fs, struct node *n);
 /*

@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Extent files (extfile.h): one backing file per large file under
+ * DATADIR/extents/, a record header (record.h, type STORE_REC_EXTENT) and
+ * then the file's bytes at their own offsets. Reads and writes go through
+ * the store's I/O table (io_uring by default, a fake in tests); the calls
+ * that change the backing file's shape (ftruncate, fallocate) are plain
+ * system calls. Not here: which files are extent files, the index.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "datadir.h"
+#include "extfile.h"
+#include "record.h"
+
+/* Bounded retries of a transfer that moves nothing or is interrupted. */
+#define EXTF_RETRIES 16
+
+int extf_name(char *buf, size_t len, uint64_t ino)
+{
+	int n = snprintf(buf, len, "%" PRIu64 ".kvx", ino);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int extf_parse_name(const char *name, uint64_t *ino)
+{
+	char *end;
+	unsigned long long v;
+
+	if (name[0] < '1' || name[0] > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(name, &end, 10);
+	if (errno || strcmp(end, ".kvx") != 0)
+		return -EINVAL;
+	*ino = v;
+	return 0;
+}
+
+int extf_dir_open(const char *datadir, int create)
+{
+	char path[PATH_MAX];
+	int rc, fd;
+
+	rc = datadir_path(path, sizeof(path), datadir, EXTF_DIR);
+	if (rc < 0)
+		return rc;
+	if (create && mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* Opens ino's extent file in the directory at dirfd with flags. */
+static int extf_openat(int dirfd, uint64_t ino, int flags)
+{
+	char name[EXTF_NAME_MAX];
+	int fd;
+
+	if (extf_name(name, sizeof(name), ino) < 0)
+		return -ENAMETOOLONG;
+	fd = openat(dirfd, name, flags | O_CLOEXEC, 0600);
+	return fd < 0 ? -errno : fd;
+}
+
+int extf_create(int dirfd, const struct store_io_ops *ops, uint64_t ino,
+		uint64_t seq, const char *path, struct extf *x)
+{
+	size_t plen = strnlen(path, STORE_PATH_MAX);
+	uint32_t hlen = store_hdr_len(0, plen);
+	void *hdr = NULL;
+	int fd, rc;
+
+	x->fd = -1;
+	fd = extf_openat(dirfd, ino, O_RDWR | O_CREAT | O_TRUNC);
+	if (fd < 0)
+		return fd;
+	if (posix_memalign(&hdr, KV_ALIGN, hlen) != 0) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	store_hdr_encode(hdr, STORE_REC_EXTENT, seq, ino, 0, NULL, path, plen);
+	x->fd = fd;
+	x->hdr_len = 0; /* the header goes at the backing file's offset 0 */
+	rc = extf_write(ops, x, hdr, hlen, 0);
+	/*
+	 * The header is what tells a rebuilt index that this file is ino's:
+	 * durable before the index points at the file.
+	 */
+	if (rc == 0)
+		rc = ops->sync(ops->ctx, fd);
+	free(hdr);
+	if (rc < 0)
+		goto fail;
+	x->hdr_len = hlen;
+	return 0;
+fail:
+	close(fd);
+	extf_remove(dirfd, ino);
+	x->fd = -1;
+	return rc;
+}
+
+int extf_read_hdr(int fd, struct extf_info *info)
+{
+	unsigned char small[KV_ALIGN], *buf = small;
+	struct store_hdr h;
+	struct stat st;
+	ssize_t got;
+	int rc;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	got = pread(fd, buf, sizeof(small), 0);
+	if (got < 0)
+		return -errno;
+	rc = store_hdr_decode(buf, (size_t)got, &h);
+	if (rc == -EAGAIN && h.hdr_len <= RECORD_HDR_MAX) {
+		buf = malloc(h.hdr_len);
+		if (!buf)
+			return -ENOMEM;
+		got = pread(fd, buf, h.hdr_len, 0);
+		rc = got < 0 ? -errno : store_hdr_decode(buf, (size_t)got, &h);
+	}
+	if (rc == 0 && (h.type != STORE_REC_EXTENT || h.path_len >= 4097))
+		rc = -EINVAL;
+	if (rc == 0) {
+		info->ino = h.ino;
+		info->seq = h.seq;
+		info->size = (uint64_t)st.st_size > h.hdr_len
+				     ? (uint64_t)st.st_size - h.hdr_len
+				     : 0;
+		info->blocks = (uint64_t)st.st_blocks;
+		memcpy(info->path, h.path, h.path_len);
+		info->path[h.path_len] = '\0';
+	}
+	if (rc == -EAGAIN)
+		rc = -EINVAL; /* cut inside its header */
+	if (rc == 0)
+		rc = (int)h.hdr_len;
+	if (buf != small)
+		free(buf);
+	return rc;
+}
+
+int extf_open(int dirfd, uint64_t ino, struct extf *x)
+{
+	struct extf_info *info = malloc(sizeof(*info));
+	int fd, rc;
+
+	x->fd = -1;
+	if (!info)
+		return -ENOMEM;
+	fd = extf_openat(dirfd, ino, O_RDWR);
+	rc = fd < 0 ? fd : extf_read_hdr(fd, info);
+	if (rc >= 0 && info->ino != ino)
+		rc = -EINVAL;
+	if (rc >= 0) {
+		x->fd = fd;
+		x->hdr_len = (uint32_t)rc;
+		rc = 0;
+	} else if (fd >= 0) {
+		close(fd);
+	}
+	free(info);
+	return rc;
+}
+
+void extf_close(struct extf *x)
+{
+	if (x->fd >= 0)
+		close(x->fd);
+	x->fd = -1;
+}
+
+int extf_remove(int dirfd, uint64_t ino)
+{
+	char name[EXTF_NAME_MAX];
+
+	if (extf_name(name, sizeof(name), ino) < 0)
+		return -ENAMETOOLONG;
+	if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int extf_write(const struct store_io_ops *ops, const struct extf *x,
+	       const void *buf, size_t len, uint64_t off)
+{
+	const char *p = buf;
+	int idle = 0;
+
+	while (len > 0) {
+		struct iovec iov = {.iov_base = (void *)p, .iov_len = len};
+		ssize_t n = ops->pwritev(ops->ctx, x->fd, &iov, 1,
+					 x->hdr_len + off);
+
+		if (n == -EINTR || n == -EAGAIN || n == 0) {
+			if (++idle > EXTF_RETRIES)
+				return n == 0 ? -EIO : (int)n;
+			continue;
+		}
+		if (n < 0)
+			return (int)n;
+		idle = 0;
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int extf_read(const struct store_io_ops *ops, const struct extf *x, void *buf,
+	      size_t len, uint64_t off, size_t *got)
+{
+	char *p = buf;
+	int idle = 0;
+
+	*got = 0;
+	while (*got < len) {
+		struct iovec iov = {.iov_base = p + *got,
+				    .iov_len = len - *got};
+		ssize_t n = ops->preadv(ops->ctx, x->fd, &iov, 1,
+					x->hdr_len + off + *got);
+
+		if (n == 0)
+			break; /* the backing file ends here */
+		if (n == -EINTR || n == -EAGAIN) {
+			if (++idle > EXTF_RETRIES)
+				return (int)n;
+			continue;
+		}
+		if (n < 0)
+			return (int)n;
+		idle = 0;
+		*got += (size_t)n;
+	}
+	return 0;
+}
+
+int extf_size(const struct extf *x, uint64_t *size, uint64_t *blocks)
+{
+	struct stat st;
+
+	if (fstat(x->fd, &st) < 0)
+		return -errno;
+	if (blocks)
+		*blocks = (uint64_t)st.st_blocks;
+	if ((uint64_t)st.st_size < x->hdr_len)
+		return -ENODATA;
+	*size = (uint64_t)st.st_size - x->hdr_len;
+	return 0;
+}
+
+int extf_blocks_at(int dirfd, uint64_t ino, uint64_t *blocks)
+{
+	char name[EXTF_NAME_MAX];
+	uint64_t hdr = KV_ALIGN / 512;
+	struct stat st;
+
+	if (extf_name(name, sizeof(name), ino) < 0)
+		return -ENAMETOOLONG;
+	if (fstatat(dirfd, name, &st, 0) < 0)
+		return -errno;
+	*blocks =
+		(uint64_t)st.st_blocks > hdr ? (uint64_t)st.st_blocks - hdr : 0;
+	return 0;
+}
+
+int extf_truncate(const struct extf *x, uint64_t size)
+{
+	if (size > (uint64_t)INT64_MAX - x->hdr_len)
+		return -EFBIG;
+	return ftruncate(x->fd, (off_t)(x->hdr_len + size)) < 0 ? -errno : 0;
+}
+
+int extf_allocate(const struct extf *x, int mode, uint64_t off, uint64_t len)
+{
+	if (off + len > (uint64_t)INT64_MAX - x->hdr_len)
+		return -EFBIG;
+	return fallocate(x->fd, mode, (off_t)(x->hdr_len + off), (off_t)len) < 0
+		       ? -errno
+		       : 0;
+}
+
+int extf_sync(const struct store_io_ops *ops, const struct extf *x)
+{
+	return ops->sync(ops->ctx, x->fd);
+}

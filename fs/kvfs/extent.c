@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Extent files in the daemon (extent.h): moving a growing file's bytes out
+ * of memory into its own backing file, and READ, WRITE, truncation,
+ * fallocate and fsync on it. Writes inside the file's size run side by
+ * side under n->rw shared (positional I/O); writes that grow it, and
+ * every change of its size, take n->rw exclusive. Not here: the format
+ * (core/extfile.c), committing the size (node_ext_save_locked).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "extent.h"
+#include "filebuf.h"
+#include "fs.h"
+#include "node.h"
+#include "wb.h"
+
+/* Saves of a file queued meanwhile that a conversion waits out. */
+#define FS_EXT_TRIES 4
+
+/* Opens n's backing file (n->rw exclusive); its absence is damage. */
+static int fs_ext_open_locked(struct fs *fs, struct node *n)
+{
+	int rc;
+
+	if (n->x.fd >= 0)
+		return 0;
+	rc = extf_open(fs->ext_fd, n->ino, &n->x);
+	if (rc == -ENOENT)
+		return -ENODATA; /* the bytes are gone: provably short */
+	return rc == -EINVAL ? -EBADMSG : rc;
+}
+
+/*
+ * Takes n->rw shared with n's backing file open. 0, or -errno with no
+ * lock held. The descriptor stays open while the node lives.
+ */
+static int fs_ext_rdlock(struct fs *fs, struct node *n)
+{
+	int rc;
+
+	pthread_rwlock_rdlock(&n->rw);
+	if (n->x.fd >= 0)
+		return 0;
+	pthread_rwlock_unlock(&n->rw);
+	pthread_rwlock_wrlock(&n->rw);
+	rc = fs_ext_open_locked(fs, n);
+	pthread_rwlock_unlock(&n->rw);
+	if (rc < 0)
+		return rc;
+	pthread_rwlock_rdlock(&n->rw);
+	return 0;
+}
+
+/* Copies n's current bytes (buffer or record) into x. n->rw exclusive. */
+static int fs_ext_fill(struct fs *fs, struct node *n, const struct extf *x)
+{
+	const struct store_io_ops *io = store_io(fs->store);
+	uint64_t size = n->attr.size, off = 0;
+	const void *data;
+	size_t got;
+	int rc;
+
+	if (n->dirty || n->cached) {
+		for (size_t i = 0; off < size; i++) {
+			size_t take =
+				size - off < NODE_SEG ? size - off : NODE_SEG;
+
+			rc = extf_write(io, x, n->segs[i], take, off);
+			if (rc < 0)
+				return rc;
+			off += take;
+		}
+		return 0;
+	}
+	if (size == 0)
+		return 0;
+	if (n->attr.ext.file_id == 0)
+		return -EIO; /* a stub: its bytes are not here */
+	if (!n->crcs_loaded) {
+		rc = idx_get_crcs(fs->idx, n->ino, &n->crcs, &n->ncrcs);
+		if (rc < 0)
+			return rc;
+		n->crcs_loaded = 1;
+	}
+	while (off < size) {
+		rc = store_read(fs->store, &n->attr.ext, n->crcs, off, NODE_SEG,
+				&data, &got);
+		if (rc == 0 && got == 0)
+			rc = -EIO;
+		if (rc == 0)
+			rc = extf_write(io, x, data, got, off);
+		if (rc < 0)
+			return rc;
+		off += got;
+	}
+	return 0;
+}
+
+int fs_ext_convert_locked(struct fs *fs, struct node *n)
+{
+	struct kv_extent ext = {.hdr_len = KV_EXT_LARGE, .off = n->ino}, old;
+	uint64_t size = n->attr.size;
+	struct extf x;
+	char *path;
+	int rc;
+
+	if (kv_ext_large(&n->attr.ext))
+		return 0;
+	if (!S_ISREG(n->attr.mode))
+		return -EINVAL;
+	if (n->wb || atomic_load(&n->wb_jobs))
+		return -EBUSY;
+	path = node_path(fs, n);
+	if (!path)
+		return -ENOMEM;
+	rc = extf_create(fs->ext_fd, store_io(fs->store), n->ino,
+			 store_take_seq(fs->store), path, &x);
+	if (rc == 0)
+		rc = fs_ext_fill(fs, n, &x);
+	if (rc == 0)
+		rc = extf_truncate(&x, size);
+	ext.len = size;
+	if (rc == 0)
+		rc = idx_set_extent(fs->idx, n->ino, size, n->attr.mtime_ns,
+				    &ext, NULL, 0, &old);
+	if (rc < 0) {
+		if (x.fd >= 0) {
+			extf_close(&x);
+			extf_remove(fs->ext_fd, n->ino);
+		}
+		log_warn("%s (inode %llu) cannot become an extent file: %s",
+			 path, (unsigned long long)n->ino, strerror(-rc));
+		free(path);
+		return rc;
+	}
+	node_discard(fs, n);
+	free(n->crcs);
+	n->crcs = NULL;
+	n->ncrcs = 0;
+	n->crcs_loaded = 0;
+	n->attr.ext = ext;
+	n->disk_size = size;
+	n->x = x;
+	n->x_dirty = 0;
+	node_free_extent(fs, &old);
+	log_info("%s (inode %llu, %llu bytes) is an extent file now: it grows "
+		 "past record_max",
+		 path, (unsigned long long)n->ino, (unsigned long long)size);
+	free(path);
+	return 0;
+}
+
+int fs_ext_grow(struct fs *fs, struct node *n, uint64_t end,
+		int (*stop)(void *), void *arg)
+{
+	int rc = 0, need, busy;
+
+	for (int tries = 0; tries < FS_EXT_TRIES; tries++) {
+		pthread_rwlock_rdlock(&n->rw);
+		need = S_ISREG(n->attr.mode) && !kv_ext_large(&n->attr.ext) &&
+		       end > fs->cfg.record_max;
+		busy = n->wb || atomic_load(&n->wb_jobs);
+		pthread_rwlock_unlock(&n->rw);
+		if (!need)
+			return 0;
+		if (busy) {
+			rc = wb_wait_node(fs, n, stop, arg);
+			if (rc == -EINTR)
+				return rc;
+			if (rc < 0) {
+				/* Kept for the fsync(2) that reports it. */
+				pthread_rwlock_wrlock(&n->rw);
+				n->wb_err = rc;
+				pthread_rwlock_unlock(&n->rw);
+			}
+		}
+		pthread_rwlock_wrlock(&n->rw);
+		rc = fs_ext_convert_locked(fs, n);
+		pthread_rwlock_unlock(&n->rw);
+		if (rc != -EBUSY)
+			return rc;
+	}
+	return rc;
+}
+
+int fs_is_extent(struct node *n)
+{
+	int large;
+
+	pthread_rwlock_rdlock(&n->rw);
+	large = kv_ext_large(&n->attr.ext);
+	pthread_rwlock_unlock(&n->rw);
+	return large;
+}
+
+int fs_ext_read(struct fs *fs, struct node *n, size_t size, uint64_t off,
+		const void **data, size_t *got)
+{
+	size_t want = 0;
+	void *buf = NULL;
+	int rc;
+
+	*got = 0;
+	rc = fs_ext_rdlock(fs, n);
+	if (rc == 0) {
+		if (off < n->attr.size)
+			want = n->attr.size - off < size
+				       ? (size_t)(n->attr.size - off)
+				       : size;
+		buf = want ? store_buf(want) : NULL;
+		if (want && !buf)
+			rc = -ENOMEM;
+		if (buf)
+			rc = extf_read(store_io(fs->store), &n->x, buf, want,
+				       off, got);
+		/* Inside the size, the backing file ends: cut short. */
+		if (rc == 0 && *got < want)
+			rc = -ENODATA;
+		pthread_rwlock_unlock(&n->rw);
+	}
+	*data = buf;
+	return rc;
+}
+
+int fs_ext_write(struct fs *fs, struct node *n, const char *buf, size_t size,
+		 uint64_t off)
+{
+	const struct store_io_ops *io = store_io(fs->store);
+	uint64_t end = off + size;
+	int rc, grow;
+
+	/* The disk's last bytes are the index's, so it can still commit. */
+	rc = store_check_space(fs->store, size);
+	if (rc == 0)
+		rc = fs_ext_rdlock(fs, n);
+	if (rc < 0)
+		return rc;
+	grow = end > n->attr.size;
+	if (grow) {
+		/* The size changes with the bytes: one at a time. */
+		pthread_rwlock_unlock(&n->rw);
+		pthread_rwlock_wrlock(&n->rw);
+	}
+	rc = extf_write(io, &n->x, buf, size, off);
+	if (!grow) {
+		pthread_rwlock_unlock(&n->rw);
+		pthread_rwlock_wrlock(&n->rw);
+	}
+	if (rc == 0) {
+		/* Only a write that held n->rw throughout may grow it. */
+		if (grow && end > n->attr.size)
+			n->attr.size = end;
+		n->attr.mtime_ns = fs_now_ns();
+		n->attr.ctime_ns = n->attr.mtime_ns;
+		n->x_dirty = 1;
+	}
+	pthread_rwlock_unlock(&n->rw);
+	return rc;
+}
+
+int fs_ext_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
+			   int64_t now)
+{
+	int rc = fs_ext_open_locked(fs, n);
+
+	if (rc == 0 && size > n->attr.size)
+		rc = store_check_space(fs->store, 0);
+	if (rc == 0)
+		rc = extf_truncate(&n->x, size);
+	if (rc < 0)
+		return rc;
+	n->attr.size = size;
+	n->attr.mtime_ns = now;
+	n->attr.ctime_ns = now;
+	n->x_dirty = 1;
+	return 0;
+}
+
+int fs_ext_fallocate(struct fs *fs, struct node *n, int mode, uint64_t off,
+		     uint64_t len)
+{
+	int zero = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE);
+	uint64_t end = off + len;
+	int rc;
+
+	pthread_rwlock_wrlock(&n->rw);
+	rc = fs_ext_open_locked(fs, n);
+	/* A reservation leaves the index its room, as a write does. */
+	if (rc == 0 && !(mode & FALLOC_FL_PUNCH_HOLE))
+		rc = store_check_space(fs->store, len);
+	if (rc == 0)
+		rc = extf_allocate(&n->x, mode, off, len);
+	if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE) && end > n->attr.size) {
+		n->attr.size = end;
+		zero = 1;
+	}
+	if (rc == 0 && zero) {
+		n->attr.mtime_ns = fs_now_ns();
+		n->attr.ctime_ns = n->attr.mtime_ns;
+		n->x_dirty = 1;
+	}
+	pthread_rwlock_unlock(&n->rw);
+	return rc;
+}
+
+int fs_ext_sync(struct fs *fs, struct node *n)
+{
+	int rc = fs_ext_rdlock(fs, n);
+
+	if (rc < 0)
+		return rc;
+	rc = extf_sync(store_io(fs->store), &n->x);
+	pthread_rwlock_unlock(&n->rw);
+	return rc;
+}
