@@ -60,6 +60,18 @@ int extf_dir_open(const char *datadir, int create)
 	return fd < 0 ? -errno : fd;
 }
 
+/* Opens x->dfd beside x->fd; none where O_DIRECT is refused (tmpfs). */
+static void extf_open_direct(int dirfd, uint64_t ino, struct extf *x)
+{
+	char name[EXTF_NAME_MAX];
+
+	x->dfd = -1;
+	if (extf_name(name, sizeof(name), ino) == 0)
+		x->dfd = openat(dirfd, name, O_RDWR | O_DIRECT | O_CLOEXEC);
+	if (x->dfd < 0)
+		x->dfd = -1;
+}
+
 /* Opens ino's extent file in the directory at dirfd with flags. */
 static int extf_openat(int dirfd, uint64_t ino, int flags)
 {
@@ -80,7 +92,7 @@ int extf_create(int dirfd, const struct store_io_ops *ops, uint64_t ino,
 	void *hdr = NULL;
 	int fd, rc;
 
-	x->fd = -1;
+	x->fd = x->dfd = -1;
 	fd = extf_openat(dirfd, ino, O_RDWR | O_CREAT | O_TRUNC);
 	if (fd < 0)
 		return fd;
@@ -91,7 +103,7 @@ int extf_create(int dirfd, const struct store_io_ops *ops, uint64_t ino,
 	store_hdr_encode(hdr, STORE_REC_EXTENT, seq, ino, 0, NULL, path, plen);
 	x->fd = fd;
 	x->hdr_len = 0; /* the header goes at the backing file's offset 0 */
-	rc = extf_write(ops, x, hdr, hlen, 0);
+	rc = extf_write(ops, x, hdr, hlen, 0, 0);
 	/*
 	 * The header is what tells a rebuilt index that this file is ino's:
 	 * durable before the index points at the file.
@@ -102,6 +114,7 @@ int extf_create(int dirfd, const struct store_io_ops *ops, uint64_t ino,
 	if (rc < 0)
 		goto fail;
 	x->hdr_len = hlen;
+	extf_open_direct(dirfd, ino, x);
 	return 0;
 fail:
 	close(fd);
@@ -157,7 +170,7 @@ int extf_open(int dirfd, uint64_t ino, struct extf *x)
 	struct extf_info *info = malloc(sizeof(*info));
 	int fd, rc;
 
-	x->fd = -1;
+	x->fd = x->dfd = -1;
 	if (!info)
 		return -ENOMEM;
 	fd = extf_openat(dirfd, ino, O_RDWR);
@@ -167,6 +180,7 @@ int extf_open(int dirfd, uint64_t ino, struct extf *x)
 	if (rc >= 0) {
 		x->fd = fd;
 		x->hdr_len = (uint32_t)rc;
+		extf_open_direct(dirfd, ino, x);
 		rc = 0;
 	} else if (fd >= 0) {
 		close(fd);
@@ -179,7 +193,9 @@ void extf_close(struct extf *x)
 {
 	if (x->fd >= 0)
 		close(x->fd);
-	x->fd = -1;
+	if (x->dfd >= 0)
+		close(x->dfd);
+	x->fd = x->dfd = -1;
 }
 
 int extf_remove(int dirfd, uint64_t ino)
@@ -193,16 +209,25 @@ int extf_remove(int dirfd, uint64_t ino)
 	return 0;
 }
 
+/* Whether a transfer may use O_DIRECT. */
+static int extf_aligned(const void *buf, uint64_t off, uint64_t len)
+{
+	return (uintptr_t)buf % KV_ALIGN == 0 && off % KV_ALIGN == 0 &&
+	       len % KV_ALIGN == 0;
+}
+
 int extf_write(const struct store_io_ops *ops, const struct extf *x,
-	       const void *buf, size_t len, uint64_t off)
+	       const void *buf, size_t len, uint64_t off, int direct)
 {
 	const char *p = buf;
-	int idle = 0;
+	int idle = 0, fd = x->fd;
 
+	if (direct && x->dfd >= 0 && extf_aligned(buf, off, len))
+		fd = x->dfd;
 	while (len > 0) {
 		struct iovec iov = {.iov_base = (void *)p, .iov_len = len};
-		ssize_t n = ops->pwritev(ops->ctx, x->fd, &iov, 1,
-					 x->hdr_len + off);
+		ssize_t n =
+			ops->pwritev(ops->ctx, fd, &iov, 1, x->hdr_len + off);
 
 		if (n == -EINTR || n == -EAGAIN || n == 0) {
 			if (++idle > EXTF_RETRIES)
@@ -220,16 +245,21 @@ int extf_write(const struct store_io_ops *ops, const struct extf *x,
 }
 
 int extf_read(const struct store_io_ops *ops, const struct extf *x, void *buf,
-	      size_t len, uint64_t off, size_t *got)
+	      size_t len, uint64_t off, size_t *got, int direct)
 {
+	size_t want = len;
 	char *p = buf;
-	int idle = 0;
+	int idle = 0, fd = x->fd;
 
+	if (direct && x->dfd >= 0 && extf_aligned(buf, off, kv_align_up(len))) {
+		fd = x->dfd;
+		want = kv_align_up(len);
+	}
 	*got = 0;
-	while (*got < len) {
+	while (*got < want) {
 		struct iovec iov = {.iov_base = p + *got,
-				    .iov_len = len - *got};
-		ssize_t n = ops->preadv(ops->ctx, x->fd, &iov, 1,
+				    .iov_len = want - *got};
+		ssize_t n = ops->preadv(ops->ctx, fd, &iov, 1,
 					x->hdr_len + off + *got);
 
 		if (n == 0)
@@ -244,6 +274,8 @@ int extf_read(const struct store_io_ops *ops, const struct extf *x, void *buf,
 		idle = 0;
 		*got += (size_t)n;
 	}
+	if (*got > len)
+		*got = len;
 	return 0;
 }
 

@@ -28,11 +28,20 @@
 /* Bytes a buffer for an extent file name needs. */
 #define EXTF_NAME_MAX 32u
 
-/* An open extent file. fd -1: none. */
+/*
+ * An open extent file. fd -1: none. dfd is the same file opened with
+ * O_DIRECT (-1 where the file system refuses it): extf_read() and
+ * extf_write() use it for aligned transfers, so that large I/O bypasses
+ * the page cache as a plain file's O_DIRECT I/O does.
+ */
 struct extf {
 	int fd;
+	int dfd;
 	uint32_t hdr_len; /* the file's byte 0 is at this offset */
 };
+
+/* An extent file that is not open. */
+#define EXTF_NONE ((struct extf){.fd = -1, .dfd = -1})
 
 /* What an extent file's header says (extf_read_hdr). */
 struct extf_info {
@@ -72,15 +81,21 @@ void extf_close(struct extf *x);
 /* Removes ino's extent file: 0, also when it was gone. */
 int extf_remove(int dirfd, uint64_t ino);
 
-/* Writes len bytes at the file's offset off, all of them, or -errno. */
+/*
+ * Writes len bytes at the file's offset off, all of them, or -errno. With
+ * direct set and buf, off and len KV_ALIGN-aligned it goes through dfd
+ * (the writer asked for O_DIRECT); otherwise through the page cache.
+ */
 int extf_write(const struct store_io_ops *ops, const struct extf *x,
-	       const void *buf, size_t len, uint64_t off);
+	       const void *buf, size_t len, uint64_t off, int direct);
 /*
  * Reads up to len bytes at off into buf: *got is short of len only where
- * the backing file ends. 0 or -errno.
+ * the backing file ends. 0 or -errno. With direct set, buf and off
+ * KV_ALIGN-aligned and room in buf for len rounded up to KV_ALIGN, it goes
+ * through dfd; otherwise through the page cache.
  */
 int extf_read(const struct store_io_ops *ops, const struct extf *x, void *buf,
-	      size_t len, uint64_t off, size_t *got);
+	      size_t len, uint64_t off, size_t *got, int direct);
 /* The file's size, from the backing file's: -ENODATA when it is cut short. */
 int extf_size(const struct extf *x, uint64_t *size, uint64_t *blocks);
 /*

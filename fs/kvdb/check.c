@@ -294,7 +294,7 @@ static void check_payload(struct check *c, struct check_file *x,
  */
 static void check_extent_file(struct check *c, struct check_file *x)
 {
-	struct extf xf = {.fd = -1};
+	struct extf xf = EXTF_NONE;
 	uint64_t size = 0;
 	int rc;
 

@@ -70,7 +70,7 @@ static int fs_ext_fill(struct fs *fs, struct node *n, const struct extf *x)
 			size_t take =
 				size - off < NODE_SEG ? size - off : NODE_SEG;
 
-			rc = extf_write(io, x, n->segs[i], take, off);
+			rc = extf_write(io, x, n->segs[i], take, off, 0);
 			if (rc < 0)
 				return rc;
 			off += take;
@@ -93,7 +93,7 @@ static int fs_ext_fill(struct fs *fs, struct node *n, const struct extf *x)
 		if (rc == 0 && got == 0)
 			rc = -EIO;
 		if (rc == 0)
-			rc = extf_write(io, x, data, got, off);
+			rc = extf_write(io, x, data, got, off, 0);
 		if (rc < 0)
 			return rc;
 		off += got;
@@ -199,7 +199,7 @@ int fs_is_extent(struct node *n)
 }
 
 int fs_ext_read(struct fs *fs, struct node *n, size_t size, uint64_t off,
-		const void **data, size_t *got)
+		int direct, const void **data, size_t *got)
 {
 	size_t want = 0;
 	void *buf = NULL;
@@ -212,12 +212,13 @@ int fs_ext_read(struct fs *fs, struct node *n, size_t size, uint64_t off,
 			want = n->attr.size - off < size
 				       ? (size_t)(n->attr.size - off)
 				       : size;
-		buf = want ? store_buf(want) : NULL;
+		/* Room for an O_DIRECT read of whole pages. */
+		buf = want ? store_buf(kv_align_up(want)) : NULL;
 		if (want && !buf)
 			rc = -ENOMEM;
 		if (buf)
 			rc = extf_read(store_io(fs->store), &n->x, buf, want,
-				       off, got);
+				       off, got, direct);
 		/* Inside the size, the backing file ends: cut short. */
 		if (rc == 0 && *got < want)
 			rc = -ENODATA;
@@ -228,12 +229,23 @@ int fs_ext_read(struct fs *fs, struct node *n, size_t size, uint64_t off,
 }
 
 int fs_ext_write(struct fs *fs, struct node *n, const char *buf, size_t size,
-		 uint64_t off)
+		 uint64_t off, int direct)
 {
 	const struct store_io_ops *io = store_io(fs->store);
 	uint64_t end = off + size;
 	int rc, grow;
+	void *bounce;
 
+	/*
+	 * An O_DIRECT writer's whole pages go to the disk with O_DIRECT, as
+	 * on a plain file, from an aligned copy (the request's bytes follow
+	 * its header in libfuse's buffer, unaligned).
+	 */
+	if (direct && off % KV_ALIGN == 0 && size % KV_ALIGN == 0 && size > 0 &&
+	    (bounce = store_buf(size)) != NULL) {
+		memcpy(bounce, buf, size);
+		buf = bounce;
+	}
 	/* The disk's last bytes are the index's, so it can still commit. */
 	rc = store_check_space(fs->store, size);
 	if (rc == 0)
@@ -246,7 +258,7 @@ int fs_ext_write(struct fs *fs, struct node *n, const char *buf, size_t size,
 		pthread_rwlock_unlock(&n->rw);
 		pthread_rwlock_wrlock(&n->rw);
 	}
-	rc = extf_write(io, &n->x, buf, size, off);
+	rc = extf_write(io, &n->x, buf, size, off, direct);
 	if (!grow) {
 		pthread_rwlock_unlock(&n->rw);
 		pthread_rwlock_wrlock(&n->rw);

@@ -47,13 +47,18 @@ int fs_is_extent(struct node *n);
  * A READ of the extent file n (takes n->rw): *data and *got (short only
  * at the end of the file) in the calling thread's read buffer
  * (store_buf), valid until its next read. -ENODATA when the backing file
- * ends inside the file's size (provably short).
+ * ends inside the file's size (provably short). direct: the reader's file
+ * is O_DIRECT (the READ's flags say), so the backing file is read so too.
  */
 int fs_ext_read(struct fs *fs, struct node *n, size_t size, uint64_t off,
-		const void **data, size_t *got);
-/* A WRITE of size bytes at off to the extent file n (takes n->rw). */
+		int direct, const void **data, size_t *got);
+/*
+ * A WRITE of size bytes at off to the extent file n (takes n->rw); with
+ * direct (the writer's file is O_DIRECT), aligned pages bypass the page
+ * cache as they would on a plain file.
+ */
 int fs_ext_write(struct fs *fs, struct node *n, const char *buf, size_t size,
-		 uint64_t off);
+		 uint64_t off, int direct);
 /* A new size for the extent file n. n->rw exclusive. */
 int fs_ext_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
 			   int64_t now);

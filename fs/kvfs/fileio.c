@@ -226,7 +226,8 @@ out_unlock:
 	return;
 out_extent:
 	pthread_rwlock_unlock(&n->rw);
-	rc = fs_ext_read(fs, n, size, (uint64_t)off, &data, &got);
+	rc = fs_ext_read(fs, n, size, (uint64_t)off, !!(fi->flags & O_DIRECT),
+			 &data, &got);
 	if (rc == 0)
 		fuse_reply_buf(req, data, got);
 	else if (rc == -ENOMEM)
@@ -279,7 +280,8 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 	pthread_rwlock_wrlock(&n->rw);
 	if (kv_ext_large(&n->attr.ext)) {
 		pthread_rwlock_unlock(&n->rw);
-		rc = fs_ext_write(fs, n, buf, size, (uint64_t)off);
+		rc = fs_ext_write(fs, n, buf, size, (uint64_t)off,
+				  !!(fi->flags & O_DIRECT));
 		if (rc < 0)
 			fs_reply_err(req, rc);
 		else

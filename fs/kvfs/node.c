@@ -151,7 +151,7 @@ int node_get(struct fs *fs, uint64_t ino, const struct idx_attr *attr,
 		return -ENOMEM;
 	}
 	nn->ino = ino;
-	nn->x.fd = -1;
+	nn->x = EXTF_NONE;
 	nn->attr = *attr;
 	nn->disk_size = attr->size;
 	nn->parent = parent;
