@@ -277,6 +277,12 @@ int ctlproto_response_parse(const char *text, struct ctlproto_json *out);
 	X(WB_FAILED, "wb_failed_total", counter,                               \
 	  "Queued saves that failed: the file went back to its saved state.")  \
 	X(NODES, "nodes", gauge, "Inodes held in memory.")                     \
+	X(EXTENT_MADE, "extent_files_made_total", counter,                     \
+	  "Files that grew past record_max and became extent files.")          \
+	X(EXTENT_WRITE_BYTES, "extent_write_bytes_total", counter,             \
+	  "Bytes written in place to extent files.")                           \
+	X(EXTENT_READ_BYTES, "extent_read_bytes_total", counter,               \
+	  "Bytes read from extent files.")                                     \
 	X(RADOS_REACHABLE, "rados_reachable", gauge,                           \
 	  "1 while the shared tier's cluster answers (0: off or down).")       \
 	X(RADOS_PUTS_QUEUED, "rados_puts_queued", gauge,                       \

@@ -209,6 +209,12 @@ static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 	nnodes = fs->nnodes;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	ctlproto_metric_put(t, CTLPROTO_M_NODES, nnodes);
+	ctlproto_metric_put(t, CTLPROTO_M_EXTENT_MADE,
+			    atomic_load(&fs->ext_made));
+	ctlproto_metric_put(t, CTLPROTO_M_EXTENT_WRITE_BYTES,
+			    atomic_load(&fs->ext_write_bytes));
+	ctlproto_metric_put(t, CTLPROTO_M_EXTENT_READ_BYTES,
+			    atomic_load(&fs->ext_read_bytes));
 	fs_ctl_share_stats(fs, t);
 }
 

@@ -148,6 +148,7 @@ int fs_ext_convert_locked(struct fs *fs, struct node *n)
 	n->x = x;
 	n->x_dirty = 0;
 	node_free_extent(fs, &old);
+	atomic_fetch_add(&fs->ext_made, 1);
 	log_info("%s (inode %llu, %llu bytes) is an extent file now: it grows "
 		 "past record_max",
 		 path, (unsigned long long)n->ino, (unsigned long long)size);
@@ -222,6 +223,8 @@ int fs_ext_read(struct fs *fs, struct node *n, size_t size, uint64_t off,
 		/* Inside the size, the backing file ends: cut short. */
 		if (rc == 0 && *got < want)
 			rc = -ENODATA;
+		if (rc == 0)
+			atomic_fetch_add(&fs->ext_read_bytes, *got);
 		pthread_rwlock_unlock(&n->rw);
 	}
 	*data = buf;
@@ -270,6 +273,7 @@ int fs_ext_write(struct fs *fs, struct node *n, const char *buf, size_t size,
 		n->attr.mtime_ns = fs_now_ns();
 		n->attr.ctime_ns = n->attr.mtime_ns;
 		n->x_dirty = 1;
+		atomic_fetch_add(&fs->ext_write_bytes, size);
 	}
 	pthread_rwlock_unlock(&n->rw);
 	return rc;

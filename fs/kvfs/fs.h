@@ -242,6 +242,8 @@ struct fs {
 	atomic_uint_fast64_t dirty_waits;   /* writes that waited for room */
 	atomic_uint_fast64_t dirty_wait_ns; /* ... for this long in all */
 	atomic_uint_fast64_t dirty_refused; /* writes refused: -EDQUOT */
+	/* Extent files (extent.c): made, bytes written and read in place. */
+	atomic_uint_fast64_t ext_made, ext_write_bytes, ext_read_bytes;
 	/* Capacity, eviction and the touch queue (capacity.c). */
 	struct cap *cap;
 	struct fs_upcalls up; /* set before the loop starts, then read-only */
