@@ -31,9 +31,10 @@
 
 /*
  * On-disk format version of the database (PRAGMA user_version). Version 2
- * adds the horizons table to version 1; schema.c lists the versions.
+ * adds the horizons table to version 1, version 3 extent-file rows to
+ * version 2; schema.c lists the versions.
  */
-#define IDX_FORMAT_VERSION 2
+#define IDX_FORMAT_VERSION 3
 /* PRAGMA application_id that marks a kvfs database ("KVFS"). */
 #define IDX_APPLICATION_ID 0x4b564653
 #define IDX_NAME_MAX 255

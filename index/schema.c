@@ -13,17 +13,21 @@
  *      use without changing user_version, so a version-1 index may or may
  *      not have it.
  *   2  version 1 plus the horizons table, always present.
+ *   3  version 2 whose inodes may be extent files (core/extfile.h):
+ *      file_id 0, hdr_len -2 (KV_EXT_LARGE), rec_off the inode. The
+ *      tables are the same; a release that knows only version 2 would
+ *      take such a file for one with no record, so it must refuse.
  *
- * idx_open() creates a new index at version 2, upgrades a version-1 index
- * to 2 in one transaction (creating horizons when it is missing; every
- * other table is left as it is) and logs one line saying so, and refuses a
- * version above 2 with -EPROTONOSUPPORT. A version below 1, or a version
- * whose tables are missing, is not a kvfs database (-EMEDIUMTYPE).
+ * idx_open() creates a new index at version 3, upgrades a version-1 or -2
+ * index to 3 in one transaction (creating horizons when it is missing;
+ * every other table is left as it is) and logs one line saying so, and
+ * refuses a version above 3 with -EPROTONOSUPPORT. A version below 1, or a
+ * version whose tables are missing, is not a kvfs database (-EMEDIUMTYPE).
  *
- * Layout, format version 2:
+ * Layout, format version 3:
  *
  *   PRAGMA application_id = 0x4b564653 ("KVFS")
- *   PRAGMA user_version   = 2 (IDX_FORMAT_VERSION)
+ *   PRAGMA user_version   = 3 (IDX_FORMAT_VERSION)
  *
  *   inodes      one row per inode, orphans (nlink 0) included
  *     ino       INTEGER PRIMARY KEY AUTOINCREMENT: never reused, root is 1
@@ -293,8 +297,11 @@ int idx_upgrade_schema(struct idx *idx)
 	}
 	snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d;",
 		 IDX_FORMAT_VERSION);
-	/* 1 -> 2: the horizons table, which version 1 made on first use. */
-	if (!rc)
+	/*
+	 * 1 -> 2: the horizons table, which version 1 made on first use;
+	 * 2 -> 3: nothing but the number.
+	 */
+	if (!rc && ver < 2)
 		rc = idx_exec(idx, IDX_HORIZONS_SQL);
 	if (!rc)
 		rc = idx_exec(idx, pragma);

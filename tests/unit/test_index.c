@@ -184,7 +184,8 @@ static void test_open_newer_version(void **state)
 
 /* ---- format versions ---- */
 
-#define UPGRADED "upgraded the index from format version 1 to 2"
+#define UPGRADED "upgraded the index from format version 1 to 3"
+#define UPGRADED2 "upgraded the index from format version 2 to 3"
 #define NO_HORIZONS "SELECT count(*) FROM sqlite_schema WHERE name = 'horizons'"
 /* The schema apart from horizons, which version 2 adds. */
 #define V1_SCHEMA                                                              \
@@ -255,19 +256,43 @@ static void assert_horizons_usable(struct fx *f, uint32_t id, uint64_t off)
 	assert_int_equal(offs[0], off);
 }
 
-static void test_new_db_is_version_2(void **state)
+static void test_new_db_is_version_3(void **state)
 {
 	struct fx *f = *state;
 
-	assert_int_equal(IDX_FORMAT_VERSION, 2);
-	assert_sql_text(f->db, "PRAGMA user_version", "2");
+	assert_int_equal(IDX_FORMAT_VERSION, 3);
+	assert_sql_text(f->db, "PRAGMA user_version", "3");
 	assert_sql_text(f->db, NO_HORIZONS, "1");
 	assert_horizons_usable(f, 5, 8192);
 	/* Opening a current index changes nothing and says nothing. */
 	idx_close(f->idx);
 	f->idx = NULL;
 	assert_int_equal(fx_open_logged(f, "index"), 0);
-	assert_sql_text(f->db, "PRAGMA user_version", "2");
+	assert_sql_text(f->db, "PRAGMA user_version", "3");
+}
+
+/*
+ * A version-2 index becomes version 3 (extent files may appear in it)
+ * with one log line and nothing else changed.
+ */
+static void test_upgrade_from_v2(void **state)
+{
+	struct fx *f = *state;
+	uint64_t file = mkfile(f, KV_ROOT_INO, "f");
+	char *before, *after;
+
+	give_extent(f, file, 3, 8192, 1000);
+	idx_close(f->idx);
+	f->idx = NULL;
+	sql_exec(f->db, "PRAGMA user_version = 2");
+	before = sql_text(f->db, V1_SCHEMA);
+	assert_int_equal(fx_open_logged(f, UPGRADED2), 1);
+	assert_sql_text(f->db, "PRAGMA user_version", "3");
+	after = sql_text(f->db, V1_SCHEMA);
+	assert_string_equal(after, before);
+	free(before);
+	free(after);
+	assert_int_equal(getattr_ok(f, file).ext.file_id, 3);
 }
 
 /*
@@ -291,7 +316,7 @@ static void test_upgrade_from_v1(void **state)
 	before = sql_text(f->db, V1_SCHEMA);
 
 	assert_int_equal(fx_open_logged(f, UPGRADED), 1);
-	assert_sql_text(f->db, "PRAGMA user_version", "2");
+	assert_sql_text(f->db, "PRAGMA user_version", "3");
 	assert_sql_text(f->db, NO_HORIZONS, "1");
 	after = sql_text(f->db, V1_SCHEMA);
 	assert_string_equal(after, before);
@@ -309,7 +334,7 @@ static void test_upgrade_from_v1(void **state)
 
 	assert_horizons_usable(f, 3, 4096);
 
-	/* Once is enough: the next open finds version 2. */
+	/* Once is enough: the next open finds version 3. */
 	idx_close(f->idx);
 	f->idx = NULL;
 	assert_int_equal(fx_open_logged(f, UPGRADED), 0);
@@ -328,7 +353,7 @@ static void test_upgrade_from_v1_with_horizons(void **state)
 	fx_make_v1(f, 1);
 
 	assert_int_equal(fx_open_logged(f, UPGRADED), 1);
-	assert_sql_text(f->db, "PRAGMA user_version", "2");
+	assert_sql_text(f->db, "PRAGMA user_version", "3");
 	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 4), 2);
 	assert_int_equal(ids[0], 2);
 	assert_int_equal(offs[0], 4096);
@@ -337,8 +362,8 @@ static void test_upgrade_from_v1_with_horizons(void **state)
 	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "f"), file);
 }
 
-/* Version 3 is newer than this kvfs: refused, and the file is left alone. */
-static void test_open_version_3(void **state)
+/* Version 4 is newer than this kvfs: refused, and the file is left alone. */
+static void test_open_version_4(void **state)
 {
 	struct fx *f = *state;
 	struct idx *idx = (struct idx *)1;
@@ -348,7 +373,7 @@ static void test_open_version_3(void **state)
 	mkfile(f, KV_ROOT_INO, "a");
 	idx_close(f->idx);
 	f->idx = NULL;
-	sql_exec(f->db, "PRAGMA user_version = 3");
+	sql_exec(f->db, "PRAGMA user_version = 4");
 	before = read_file(f->db, &blen);
 	assert_int_equal(idx_open(&idx, f->db, 0755, 0, 0), -EPROTONOSUPPORT);
 	assert_null(idx);
@@ -357,7 +382,7 @@ static void test_open_version_3(void **state)
 	assert_memory_equal(after, before, blen);
 	free(before);
 	free(after);
-	assert_sql_text(f->db, "PRAGMA user_version", "3");
+	assert_sql_text(f->db, "PRAGMA user_version", "4");
 }
 
 /* Version 2 promises the horizons table: without it, not a kvfs index. */
@@ -929,10 +954,11 @@ int main(void)
 		T(test_open_garbage),
 		T(test_open_other_application),
 		T(test_open_newer_version),
-		T(test_new_db_is_version_2),
+		T(test_new_db_is_version_3),
+		T(test_upgrade_from_v2),
 		T(test_upgrade_from_v1),
 		T(test_upgrade_from_v1_with_horizons),
-		T(test_open_version_3),
+		T(test_open_version_4),
 		T(test_v2_without_horizons),
 		T(test_open_missing_dir),
 		T(test_corrupt_db_gives_eio),
