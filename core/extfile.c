@@ -23,6 +23,14 @@
 
 /* Bounded retries of a transfer that moves nothing or is interrupted. */
 #define EXTF_RETRIES 16
+/*
+ * Buffered transfers of at least this many bytes stream through the
+ * backing file's page cache: the bytes are cached once, in the mount's
+ * page cache, not twice (see extf_write, extf_read).
+ */
+#define EXTF_STREAM (128u << 10)
+/* How far behind a streaming writer its written pages are dropped. */
+#define EXTF_DROP_LAG (8ull << 20)
 
 int extf_name(char *buf, size_t len, uint64_t ino)
 {
@@ -216,11 +224,30 @@ static int extf_aligned(const void *buf, uint64_t off, uint64_t len)
 	       len % KV_ALIGN == 0;
 }
 
+/*
+ * After a large buffered write of [off, off + len): its writeback starts
+ * now, as a plain file's would under memory pressure, and the pages a
+ * lag behind it, written back by now or soon, leave the backing file's
+ * page cache: the mount's own page cache already holds these bytes.
+ * Advice only: failures change nothing.
+ */
+static void extf_stream_write(const struct extf *x, uint64_t off, size_t len)
+{
+	uint64_t at = x->hdr_len + off;
+
+	sync_file_range(x->fd, (off64_t)at, (off64_t)len,
+			SYNC_FILE_RANGE_WRITE);
+	if (at >= EXTF_DROP_LAG + x->hdr_len)
+		posix_fadvise(x->fd, (off_t)(at - EXTF_DROP_LAG), (off_t)len,
+			      POSIX_FADV_DONTNEED);
+}
+
 int extf_write(const struct store_io_ops *ops, const struct extf *x,
 	       const void *buf, size_t len, uint64_t off, int direct)
 {
 	const char *p = buf;
 	int idle = 0, fd = x->fd;
+	size_t total = len;
 
 	if (direct && x->dfd >= 0 && extf_aligned(buf, off, len))
 		fd = x->dfd;
@@ -241,6 +268,8 @@ int extf_write(const struct store_io_ops *ops, const struct extf *x,
 		off += (uint64_t)n;
 		len -= (size_t)n;
 	}
+	if (fd == x->fd && total >= EXTF_STREAM)
+		extf_stream_write(x, off - total, total);
 	return 0;
 }
 
@@ -276,6 +305,10 @@ int extf_read(const struct store_io_ops *ops, const struct extf *x, void *buf,
 	}
 	if (*got > len)
 		*got = len;
+	/* Read once into the mount's page cache: not kept here as well. */
+	if (fd == x->fd && *got >= EXTF_STREAM)
+		posix_fadvise(x->fd, (off_t)(x->hdr_len + off), (off_t)*got,
+			      POSIX_FADV_DONTNEED);
 	return 0;
 }
 

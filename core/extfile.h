@@ -84,7 +84,10 @@ int extf_remove(int dirfd, uint64_t ino);
 /*
  * Writes len bytes at the file's offset off, all of them, or -errno. With
  * direct set and buf, off and len KV_ALIGN-aligned it goes through dfd
- * (the writer asked for O_DIRECT); otherwise through the page cache.
+ * (the writer asked for O_DIRECT); otherwise through the page cache, and
+ * a large one (128 KiB or more) streams: its writeback starts at once and
+ * the backing file's pages written some MiB before it are dropped (the
+ * mount's page cache holds the bytes; two copies would halve the memory).
  */
 int extf_write(const struct store_io_ops *ops, const struct extf *x,
 	       const void *buf, size_t len, uint64_t off, int direct);
@@ -92,7 +95,8 @@ int extf_write(const struct store_io_ops *ops, const struct extf *x,
  * Reads up to len bytes at off into buf: *got is short of len only where
  * the backing file ends. 0 or -errno. With direct set, buf and off
  * KV_ALIGN-aligned and room in buf for len rounded up to KV_ALIGN, it goes
- * through dfd; otherwise through the page cache.
+ * through dfd; otherwise through the page cache, and the pages of a large
+ * read (128 KiB or more) are dropped from it after the read.
  */
 int extf_read(const struct store_io_ops *ops, const struct extf *x, void *buf,
 	      size_t len, uint64_t off, size_t *got, int direct);
