@@ -12,7 +12,8 @@
 # bytes survive a remount; a kill -9 loses no saved byte and leaves no
 # extent file behind; a cut backing file is dropped (EIO, then gone; fsck
 # names it first); a rename survives an index rebuild; gc and fsck
-# agree.
+# agree; a full disk (a small loop-mounted ext4) gives ENOSPC and loses
+# nothing.
 . "$(dirname "$0")/lib.sh"
 
 T_NEEDS=
@@ -219,6 +220,45 @@ grep -q "Input/output error" "$T_TMP/cut.err" || t_fail "want EIO"
 [ -e "$T_DATA/extents/$ino.kvx" ] && t_fail "its extent file is still there"
 t_log "cut extent file $victim: EIO, dropped"
 t_umount "$T_MNT"
+
+# A full disk: DATADIR on a small loop-mounted ext4. A large write runs
+# into ENOSPC (the disk's last bytes stay the index's); nothing stored
+# before is lost, the bytes written before the error read back, and the
+# space comes back with an unlink.
+SMALL=$T_TMP/small
+small_umount() { umount "$SMALL" 2>/dev/null; }
+T_CLEANUP_HOOKS+=(small_umount)
+mkdir -p "$SMALL"
+if truncate -s 160M "$T_TMP/small.img" &&
+	mkfs.ext4 -q -F "$T_TMP/small.img" 2>/dev/null &&
+	mount -o loop "$T_TMP/small.img" "$SMALL" 2>/dev/null; then
+	mkdir "$SMALL/data"
+	FULL=$(t_plain_dir full)
+	t_mount "$SMALL/data" "$FULL" -o record_max=4M
+	echo "a block" >"$FULL/keep" || t_fail "small store"
+	dd if="$SRC/piece" of="$FULL/huge" bs=1M count=64 status=none ||
+		t_fail "64 MiB on a 160 MiB disk"
+	if dd if="$SRC/piece" of="$FULL/huge" bs=1M count=64 seek=64 \
+		conv=notrunc 2>"$T_TMP/full.err" &&
+		dd if="$SRC/piece" of="$FULL/huge" bs=1M count=64 seek=128 \
+			conv=notrunc 2>>"$T_TMP/full.err"; then
+		t_fail "192 MiB fitted on a 160 MiB disk"
+	fi
+	grep -q "No space left on device" "$T_TMP/full.err" || {
+		cat "$T_TMP/full.err" >&2
+		t_fail "a full disk did not say ENOSPC"
+	}
+	cmp -n $((64 * MB)) "$FULL/huge" "$SRC/piece" ||
+		t_fail "the bytes written before the full disk"
+	[ "$(cat "$FULL/keep")" = "a block" ] || t_fail "a block was lost"
+	rm "$FULL/huge" || t_fail "unlink of the big file"
+	echo "again" >"$FULL/after" || t_fail "a store after the unlink"
+	t_umount "$FULL"
+	t_log "full disk: ENOSPC, nothing lost, space back after unlink"
+	umount "$SMALL" || t_fail "umount $SMALL"
+else
+	t_log "no loop device: the full-disk case is left out"
+fi
 
 # The cp round trip at full size, on kvfs's defaults.
 CP_MB=${KVFS_TEST_CP_MB:-4096}
