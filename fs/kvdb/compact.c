@@ -20,6 +20,7 @@
 #include "crc32c.h"
 #include "datadir.h"
 #include "datafile.h"
+#include "extfile.h"
 #include "index.h"
 #include "kvtypes.h"
 #include "log.h"
@@ -132,6 +133,29 @@ static const struct compact_live *compact_data_at(const struct compact *g,
  * name and a record, and that data record is older. 1 yes, 0 no; when the
  * data record cannot be read, yes (keep what we cannot judge).
  */
+/*
+ * compact_name_live() for an extent file: its name record is needed when
+ * it is newer than the path in the extent file's own header (or that
+ * header cannot be read).
+ */
+static int compact_name_live_extent(struct compact *g, uint64_t ino,
+				    uint64_t seq)
+{
+	struct extf_info *info = malloc(sizeof(*info));
+	struct extf x = EXTF_NONE;
+	int rc;
+
+	if (!info)
+		return -ENOMEM;
+	rc = g->db->ext_fd < 0 ? -ENOENT : extf_open(g->db->ext_fd, ino, &x);
+	if (rc == 0)
+		rc = extf_read_hdr(x.fd, info);
+	rc = rc < 0 ? 1 : seq > info->seq;
+	extf_close(&x);
+	free(info);
+	return rc;
+}
+
 static int compact_name_live(struct compact *g, uint64_t ino, uint64_t seq)
 {
 	struct kvdb_hdr kh;
@@ -144,6 +168,8 @@ static int compact_name_live(struct compact *g, uint64_t ino, uint64_t seq)
 		return 0;
 	if (rc < 0)
 		return rc;
+	if (a.nlink > 0 && S_ISREG(a.mode) && kv_ext_large(&a.ext))
+		return compact_name_live_extent(g, ino, seq);
 	if (a.nlink == 0 || !S_ISREG(a.mode) || a.ext.file_id == 0)
 		return 0;
 	f = kvdb_datafile_find(g->db->dfs, g->db->ndfs, a.ext.file_id);

@@ -183,6 +183,20 @@ t_umount "$T_MNT"
 	cat "$T_TMP/fsck.out" >&2
 	t_fail "fsck of a clean data directory"
 }
+# An extent file no inode points at: fsck lists it, gc removes it.
+head -c 8192 /dev/zero >"$T_DATA/extents/999999.kvx"
+"$KVFSCTL" fsck "$T_DATA" >"$T_TMP/fsck1.out" 2>&1 ||
+	t_fail "fsck: an unreferenced extent file is not damage"
+grep -q "unreferenced" "$T_TMP/fsck1.out" || {
+	cat "$T_TMP/fsck1.out" >&2
+	t_fail "fsck does not list the unreferenced extent file"
+}
+"$KVFSCTL" gc "$T_DATA" >"$T_TMP/gc.out" 2>&1 || {
+	cat "$T_TMP/gc.out" >&2
+	t_fail "gc"
+}
+[ -e "$T_DATA/extents/999999.kvx" ] && t_fail "gc left the unreferenced one"
+[ "$(ls "$T_DATA/extents" | wc -l)" -eq 3 ] || t_fail "gc removed a live one"
 rm -f "$T_DATA"/index.db*
 "$KVFSCTL" fsck --rebuild-index "$T_DATA" >"$T_TMP/rebuild.out" 2>&1 || {
 	cat "$T_TMP/rebuild.out" >&2
