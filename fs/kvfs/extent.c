@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "extent.h"
+#include "extq.h"
 #include "filebuf.h"
 #include "fs.h"
 #include "node.h"
@@ -207,7 +208,10 @@ int fs_ext_read(struct fs *fs, struct node *n, size_t size, uint64_t off,
 	int rc;
 
 	*got = 0;
-	rc = fs_ext_rdlock(fs, n);
+	/* A read sees the queued writes it overlaps. */
+	rc = fs_extq_wait(fs, n, off, size, NULL, NULL);
+	if (rc == 0)
+		rc = fs_ext_rdlock(fs, n);
 	if (rc == 0) {
 		if (off < n->attr.size)
 			want = n->attr.size - off < size
@@ -231,26 +235,76 @@ int fs_ext_read(struct fs *fs, struct node *n, size_t size, uint64_t off,
 	return rc;
 }
 
+/*
+ * Queues an O_DIRECT writer's aligned write inside the file's size
+ * (extq.h): 1 when queued, 0 when it is not for the queue (it grows the
+ * file), -errno.
+ */
+static int fs_ext_queue(struct fs *fs, struct node *n, const char *buf,
+			size_t size, uint64_t off, int (*stop)(void *),
+			void *arg)
+{
+	int rc = fs_extq_reserve(fs, size, stop, arg);
+
+	if (rc == 0)
+		rc = fs_ext_rdlock(fs, n);
+	if (rc < 0) {
+		if (rc != -EINTR)
+			fs_extq_unreserve(fs, size);
+		return rc;
+	}
+	if (off + size > n->attr.size) {
+		pthread_rwlock_unlock(&n->rw);
+		fs_extq_unreserve(fs, size);
+		return 0;
+	}
+	/* An earlier queued write failed: this writer hears of it. */
+	rc = fs_extq_error(n);
+	if (rc < 0)
+		fs_extq_unreserve(fs, size);
+	else
+		rc = fs_extq_put(fs, n, buf, size, off);
+	pthread_rwlock_unlock(&n->rw);
+	if (rc < 0)
+		return rc;
+	pthread_rwlock_wrlock(&n->rw);
+	n->attr.mtime_ns = fs_now_ns();
+	n->attr.ctime_ns = n->attr.mtime_ns;
+	n->x_dirty = 1;
+	pthread_rwlock_unlock(&n->rw);
+	return 1;
+}
+
 int fs_ext_write(struct fs *fs, struct node *n, const char *buf, size_t size,
-		 uint64_t off, int direct)
+		 uint64_t off, int direct, int (*stop)(void *), void *arg)
 {
 	const struct store_io_ops *io = store_io(fs->store);
 	uint64_t end = off + size;
 	int rc, grow;
 	void *bounce;
 
+	/* The disk's last bytes are the index's, so it can still commit. */
+	rc = store_check_space(fs->store, size);
+	if (rc < 0)
+		return rc;
 	/*
 	 * An O_DIRECT writer's whole pages go to the disk with O_DIRECT, as
-	 * on a plain file, from an aligned copy (the request's bytes follow
-	 * its header in libfuse's buffer, unaligned).
+	 * on a plain file: queued when inside the size, else from an aligned
+	 * copy (the request's bytes follow its header in libfuse's buffer).
 	 */
-	if (direct && off % KV_ALIGN == 0 && size % KV_ALIGN == 0 && size > 0 &&
-	    (bounce = store_buf(size)) != NULL) {
+	direct = direct && off % KV_ALIGN == 0 && size % KV_ALIGN == 0 &&
+		 size > 0;
+	if (direct && fs->extq) {
+		rc = fs_ext_queue(fs, n, buf, size, off, stop, arg);
+		if (rc != 0)
+			return rc < 0 ? rc : 0;
+	}
+	if (direct && (bounce = store_buf(size)) != NULL) {
 		memcpy(bounce, buf, size);
 		buf = bounce;
 	}
-	/* The disk's last bytes are the index's, so it can still commit. */
-	rc = store_check_space(fs->store, size);
+	/* Queued writes it overlaps land first. */
+	rc = fs_extq_wait(fs, n, off, size, stop, arg);
 	if (rc == 0)
 		rc = fs_ext_rdlock(fs, n);
 	if (rc < 0)
@@ -284,6 +338,10 @@ int fs_ext_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
 {
 	int rc = fs_ext_open_locked(fs, n);
 
+	/* No write can be queued meanwhile: that takes n->rw. */
+	if (rc == 0)
+		rc = fs_extq_wait(fs, n, 0, 0, NULL, NULL);
+
 	if (rc == 0 && size > n->attr.size)
 		rc = store_check_space(fs->store, 0);
 	if (rc == 0)
@@ -306,6 +364,8 @@ int fs_ext_fallocate(struct fs *fs, struct node *n, int mode, uint64_t off,
 
 	pthread_rwlock_wrlock(&n->rw);
 	rc = fs_ext_open_locked(fs, n);
+	if (rc == 0)
+		rc = fs_extq_wait(fs, n, 0, 0, NULL, NULL);
 	/* A reservation leaves the index its room, as a write does. */
 	if (rc == 0 && !(mode & FALLOC_FL_PUNCH_HOLE))
 		rc = store_check_space(fs->store, len);
@@ -324,10 +384,19 @@ int fs_ext_fallocate(struct fs *fs, struct node *n, int mode, uint64_t off,
 	return rc;
 }
 
-int fs_ext_sync(struct fs *fs, struct node *n)
+int fs_ext_settle(struct fs *fs, struct node *n, int (*stop)(void *), void *arg)
 {
-	int rc = fs_ext_rdlock(fs, n);
+	int rc = fs_extq_wait(fs, n, 0, 0, stop, arg);
 
+	return rc < 0 ? rc : fs_extq_error(n);
+}
+
+int fs_ext_sync(struct fs *fs, struct node *n, int (*stop)(void *), void *arg)
+{
+	int rc = fs_ext_settle(fs, n, stop, arg);
+
+	if (rc == 0)
+		rc = fs_ext_rdlock(fs, n);
 	if (rc < 0)
 		return rc;
 	rc = extf_sync(store_io(fs->store), &n->x);

@@ -55,10 +55,17 @@ int fs_ext_read(struct fs *fs, struct node *n, size_t size, uint64_t off,
 /*
  * A WRITE of size bytes at off to the extent file n (takes n->rw); with
  * direct (the writer's file is O_DIRECT), aligned pages bypass the page
- * cache as they would on a plain file.
+ * cache as they would on a plain file, and those inside the size are
+ * queued (extq.h) and written behind. Waits end on stop(arg).
  */
 int fs_ext_write(struct fs *fs, struct node *n, const char *buf, size_t size,
-		 uint64_t off, int direct);
+		 uint64_t off, int direct, int (*stop)(void *), void *arg);
+/*
+ * Waits for n's queued writes and returns (and clears) the error of one
+ * that failed: what close(2) reports. Takes no node lock.
+ */
+int fs_ext_settle(struct fs *fs, struct node *n, int (*stop)(void *),
+		  void *arg);
 /* A new size for the extent file n. n->rw exclusive. */
 int fs_ext_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
 			   int64_t now);
@@ -70,6 +77,6 @@ int fs_ext_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
 int fs_ext_fallocate(struct fs *fs, struct node *n, int mode, uint64_t off,
 		     uint64_t len);
 /* Makes the extent file n's bytes durable (fsync). Takes n->rw. */
-int fs_ext_sync(struct fs *fs, struct node *n);
+int fs_ext_sync(struct fs *fs, struct node *n, int (*stop)(void *), void *arg);
 
 #endif

@@ -281,7 +281,7 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 	if (kv_ext_large(&n->attr.ext)) {
 		pthread_rwlock_unlock(&n->rw);
 		rc = fs_ext_write(fs, n, buf, size, (uint64_t)off,
-				  !!(fi->flags & O_DIRECT));
+				  !!(fi->flags & O_DIRECT), fs_req_stop, req);
 		if (rc < 0)
 			fs_reply_err(req, rc);
 		else
@@ -326,11 +326,16 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 
+	int rc = 0;
+
 	if (fs_ctl_ino(ino) || (h->flags & O_ACCMODE) == O_RDONLY) {
 		fs_reply_err(req, 0);
 		return;
 	}
-	fs_reply_err(req, fs_flush_node(fs_of(req), h->n));
+	/* An extent file's queued writes: close(2) reports their errors. */
+	if (fs_is_extent(h->n))
+		rc = fs_ext_settle(fs_of(req), h->n, fs_req_stop, req);
+	fs_reply_err(req, rc < 0 ? rc : fs_flush_node(fs_of(req), h->n));
 }
 
 void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -379,7 +384,7 @@ void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		return;
 	}
 	/* An extent file's bytes first, then the size that covers them. */
-	rc = fs_is_extent(h->n) ? fs_ext_sync(fs, h->n) : 0;
+	rc = fs_is_extent(h->n) ? fs_ext_sync(fs, h->n, fs_req_stop, req) : 0;
 	if (rc == 0)
 		rc = fs_flush_node(fs, h->n);
 	/* What it covers: this file's queued saves. */

@@ -36,6 +36,7 @@ struct fuse_session;
 struct fuse_file_info;
 struct fuse_req;
 struct cap;
+struct extq;
 struct ctlsock;
 struct kvdb;
 struct notify;
@@ -112,6 +113,9 @@ struct node {
 	 */
 	struct extf x;
 	int x_dirty;
+	/* A queued O_DIRECT write of it failed (extq.h): the next fsync,
+	 * close or write returns it. */
+	atomic_int x_err;
 	/*
 	 * The newest bytes queued for saving (protected by rw), read while
 	 * the node is neither dirty nor cached; NULL when none.
@@ -208,7 +212,8 @@ struct fs {
 	struct kvdb *db;
 	struct idx *idx;
 	struct store *store;
-	int ext_fd; /* DATADIR/extents: db->ext_fd */
+	int ext_fd;	   /* DATADIR/extents: db->ext_fd */
+	struct extq *extq; /* queued O_DIRECT writes to extent files */
 	struct fuse_session *se;
 	struct notify *notify;	 /* kernel invalidations */
 	struct vc *vc;		 /* lookup manager and verdict cache */

@@ -49,6 +49,7 @@
 #include "clock.h"
 #include "ctlsock.h"
 #include "datadir.h"
+#include "extq.h"
 #include "fs.h"
 #include "janitor.h"
 #include "kvdb.h"
@@ -687,6 +688,8 @@ static int kvfs_parse(struct fuse_args *args, struct kvfs_opts *o,
 /* Stops what kvfs_run started (each stop is a no-op for one never started). */
 static void kvfs_stop_threads(struct fs *fs)
 {
+	/* Queued writes to extent files land before anything stops. */
+	fs_extq_stop(fs);
 	/* First: queued saves still need the notifier and capacity. */
 	wb_stop(fs);
 	/* Then the puts those saves queued (bounded). */
@@ -720,9 +723,9 @@ static int kvfs_run(struct fs *fs, struct fuse_cmdline_opts *co)
 	if (kvfs_start_cap(fs) < 0 || notify_start(&fs->notify, fs->se) < 0 ||
 	    kvfs_start_vc(fs) < 0 || idx_start_checkpointer(fs->idx) < 0 ||
 	    janitor_start(fs) < 0 || wb_start(fs, KVFS_WB_WRITERS) < 0 ||
-	    share_start(fs) < 0) {
+	    fs_extq_start(fs) < 0 || share_start(fs) < 0) {
 		log_err("cannot start the notifier, probe, checkpoint, "
-			"write-behind and shared-tier threads");
+			"write-behind, extent-write and shared-tier threads");
 		goto out_stop;
 	}
 	/* kvfsctl's socket; the mount works without it (it logs why). */
