@@ -141,7 +141,7 @@ static void fs_read_dirty(struct fs *fs, fuse_req_t req, struct node *n,
  * the atime is not after the mtime or the ctime, or is a day old. The new
  * atime is the last use's too: eviction and st_atime share one clock.
  */
-static void fs_read_atime(struct fs *fs, struct fs_handle *h)
+void fs_read_atime(struct fs *fs, struct fs_handle *h)
 {
 	int64_t now = fs_now_ns(), day = 86400ll * 1000000000;
 	struct node *n = h->n;
@@ -163,6 +163,97 @@ static void fs_read_atime(struct fs *fs, struct fs_handle *h)
 		cap_touch_at(fs->cap, n->ino, now, 1);
 }
 
+/*
+ * Longest a read waits for a file being rewritten (fs_read_rewrite), and
+ * an O_TRUNC open for another opener's write (fs_wait_writers).
+ */
+#define FS_REWRITE_WAIT_NS 1000000000ll
+
+/* A writer grew n, or saved it: readers waiting for that look again. */
+static void fs_grown(struct fs *fs)
+{
+	pthread_mutex_lock(&fs->dirty_lock);
+	pthread_cond_broadcast(&fs->grow_cond);
+	pthread_mutex_unlock(&fs->dirty_lock);
+}
+
+/* h wrote: counted in n->writers until its FLUSH. */
+static void fs_writing(struct node *n, struct fs_handle *h)
+{
+	if (atomic_exchange(&h->writing, 1))
+		return;
+	pthread_rwlock_wrlock(&n->rw);
+	n->writers++;
+	pthread_rwlock_unlock(&n->rw);
+}
+
+/* h flushed, or went: no longer one of n's writers. */
+static void fs_wrote(struct fs *fs, struct node *n, struct fs_handle *h)
+{
+	if (!atomic_exchange(&h->writing, 0))
+		return;
+	pthread_rwlock_wrlock(&n->rw);
+	n->writers--;
+	pthread_rwlock_unlock(&n->rw);
+	fs_grown(fs);
+}
+
+void fs_wait_writers(struct fs *fs, fuse_req_t req, struct node *n)
+{
+	int64_t deadline = (int64_t)clock_realtime_ns() + FS_REWRITE_WAIT_NS;
+	unsigned writers;
+
+	for (;;) {
+		struct timespec ts = clock_ts(clock_realtime_ns() + 10000000);
+
+		pthread_rwlock_rdlock(&n->rw);
+		writers = n->writers;
+		pthread_rwlock_unlock(&n->rw);
+		if (!writers || fuse_req_interrupted(req) ||
+		    (int64_t)clock_realtime_ns() >= deadline)
+			return;
+		pthread_mutex_lock(&fs->dirty_lock);
+		pthread_cond_timedwait(&fs->grow_cond, &fs->dirty_lock, &ts);
+		pthread_mutex_unlock(&fs->dirty_lock);
+	}
+}
+
+/*
+ * Whether a READ of [off, off + size) of n, n->rw held shared, asks for
+ * pages past n's last one while n is being written: the kernel still has
+ * the size from before an O_TRUNC open truncated it under another
+ * opener's feet. Answered short, the kernel would fill those pages with
+ * zeros and might keep the old size, so a reader would see a block of
+ * the right length with zeros in it. ext4 never shows that.
+ */
+static int fs_read_rewrite(const struct node *n, uint64_t off, size_t size)
+{
+	return n->dirty && off + size > kv_align_up(n->attr.size);
+}
+
+/*
+ * Waits, holding no lock, while fs_read_rewrite() holds for n: until the
+ * writer has written that far or saved the file, for at most
+ * FS_REWRITE_WAIT_NS, and not past an INTERRUPT. Returns with n->rw
+ * held shared again.
+ */
+static void fs_read_wait_rewrite(struct fs *fs, fuse_req_t req, struct node *n,
+				 uint64_t off, size_t size)
+{
+	int64_t deadline = (int64_t)clock_realtime_ns() + FS_REWRITE_WAIT_NS;
+
+	while (fs_read_rewrite(n, off, size) && !fuse_req_interrupted(req) &&
+	       (int64_t)clock_realtime_ns() < deadline) {
+		struct timespec ts = clock_ts(clock_realtime_ns() + 10000000);
+
+		pthread_rwlock_unlock(&n->rw);
+		pthread_mutex_lock(&fs->dirty_lock);
+		pthread_cond_timedwait(&fs->grow_cond, &fs->dirty_lock, &ts);
+		pthread_mutex_unlock(&fs->dirty_lock);
+		pthread_rwlock_rdlock(&n->rw);
+	}
+}
+
 void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	     struct fuse_file_info *fi)
 {
@@ -180,6 +271,10 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	n = h->n;
 	fs_read_atime(fs, h);
 	pthread_rwlock_rdlock(&n->rw);
+	if (kv_ext_large(&n->attr.ext))
+		goto out_extent;
+	if (fs_read_rewrite(n, (uint64_t)off, size))
+		fs_read_wait_rewrite(fs, req, n, (uint64_t)off, size);
 	if (kv_ext_large(&n->attr.ext))
 		goto out_extent;
 	if ((uint64_t)off < n->attr.size && !n->dirty && !n->cached && !n->wb &&
@@ -264,12 +359,13 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 	struct node *n = h->n;
 	uint64_t end = (uint64_t)off + size;
 	int64_t now = fs_now_ns();
-	int rc;
+	int rc, grew = 0;
 
 	if (end > fs->cfg.max_file_size || end < (uint64_t)off) {
 		fs_reply_err(req, -EFBIG);
 		return;
 	}
+	fs_writing(n, h);
 	rc = fs_ext_grow(fs, n, end, fs_req_stop, req);
 	if (rc == 0 && !fs_is_extent(n))
 		rc = fs_room_for(fs, req, n, end);
@@ -297,7 +393,8 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 			node_zero(n, n->attr.size,
 				  (uint64_t)off - n->attr.size);
 		node_copy_in(n, (uint64_t)off, buf, size);
-		if (end > n->attr.size)
+		grew = end > n->attr.size;
+		if (grew)
 			n->attr.size = end;
 		n->attr.mtime_ns = now;
 		n->attr.ctime_ns = now;
@@ -307,6 +404,8 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		fs_reply_err(req, rc);
 		return;
 	}
+	if (grew)
+		fs_grown(fs);
 	fuse_reply_write(req, size);
 }
 
@@ -319,6 +418,7 @@ static int fs_flush_node(struct fs *fs, struct node *n)
 	if ((n->dirty || n->x_dirty) && n->attr.nlink > 0)
 		rc = wb_save_locked(fs, n);
 	pthread_rwlock_unlock(&n->rw);
+	fs_grown(fs);
 	return rc;
 }
 
@@ -335,7 +435,10 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* An extent file's queued writes: close(2) reports their errors. */
 	if (fs_is_extent(h->n))
 		rc = fs_ext_settle(fs_of(req), h->n, fs_req_stop, req);
-	fs_reply_err(req, rc < 0 ? rc : fs_flush_node(fs_of(req), h->n));
+	if (rc == 0)
+		rc = fs_flush_node(fs_of(req), h->n);
+	fs_wrote(fs_of(req), h->n, h);
+	fs_reply_err(req, rc);
 }
 
 void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -349,6 +452,7 @@ void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	n = h->n;
+	fs_wrote(fs, n, h);
 	if (node_nopen(fs, n) == 1) {
 		/* The last handle: drop the cache, the kernel keeps a copy. */
 		pthread_rwlock_wrlock(&n->rw);

@@ -25,6 +25,7 @@ struct fs_handle {
 	struct node *n;
 	int flags;
 	atomic_int read_seen; /* a read came: the atime rules ran */
+	atomic_int writing;   /* wrote since its last FLUSH (n->writers) */
 };
 
 static inline struct fs *fs_of(fuse_req_t req)
@@ -38,6 +39,15 @@ static inline void fs_reply_err(fuse_req_t req, int rc)
 	fuse_reply_err(req, rc >= 0 ? 0 : -rc);
 }
 
+/*
+ * Before an O_TRUNC open of n: waits, holding no lock, until no other
+ * handle of n is between a WRITE and its FLUSH (at most 1 s, not past an
+ * INTERRUPT). The kernel does not hold the inode's lock across such an
+ * open, so without it the truncation could land between two requests of
+ * one write(2) of another opener (ext4 never lets it), leaving zeros
+ * under a whole file's length.
+ */
+void fs_wait_writers(struct fs *fs, fuse_req_t req, struct node *n);
 /* Whether req was interrupted: the stop test of the bounded waits. */
 int fs_req_stop(void *req);
 /*
@@ -53,6 +63,12 @@ void fs_read_failed(struct fs *fs, fuse_req_t req, struct node *n, off_t off,
  * -EINTR). A refusal (-EDQUOT) is logged, at most once every 10 s.
  */
 int fs_room_for(struct fs *fs, fuse_req_t req, struct node *n, uint64_t end);
+/*
+ * The atime rules (-o relatime, noatime, atime) for a read through handle
+ * h, once per handle: at its first READ, or at a read-only OPEN. No lock
+ * held.
+ */
+void fs_read_atime(struct fs *fs, struct fs_handle *h);
 /* Changes n's size to size (zeros past the old end). n->rw exclusive. */
 int fs_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
 		       int64_t now);

@@ -129,6 +129,8 @@ struct node {
 	atomic_uint_fast64_t save_seq; /* saves queued so far */
 	atomic_uint_fast64_t share_put_seq; /* the save put from memory */
 	unsigned wb_writing; /* saves being appended, under the wb lock */
+	/* Handles that wrote since their last FLUSH (protected by rw). */
+	unsigned writers;
 	/* protected by fs->nodes_lock */
 	uint64_t nlookup;
 	unsigned nopen;
@@ -237,6 +239,8 @@ struct fs {
 
 	pthread_mutex_t dirty_lock;
 	pthread_cond_t dirty_cond;
+	/* Broadcast when a file being written grows or is saved (fileio.c). */
+	pthread_cond_t grow_cond;
 	uint64_t dirty_bytes; /* protected by dirty_lock */
 	char *seg_pool
 		[NODE_SEG_POOL]; /* idle segments, protected by dirty_lock */

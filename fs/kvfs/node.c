@@ -31,6 +31,7 @@ int node_table_init(struct fs *fs)
 	pthread_mutex_init(&fs->nodes_lock, NULL);
 	pthread_mutex_init(&fs->dirty_lock, NULL);
 	pthread_cond_init(&fs->dirty_cond, NULL);
+	pthread_cond_init(&fs->grow_cond, NULL);
 	return 0;
 }
 
@@ -65,6 +66,7 @@ void node_table_free(struct fs *fs)
 	pthread_mutex_destroy(&fs->nodes_lock);
 	pthread_mutex_destroy(&fs->dirty_lock);
 	pthread_cond_destroy(&fs->dirty_cond);
+	pthread_cond_destroy(&fs->grow_cond);
 }
 
 /* Call with nodes_lock held. */

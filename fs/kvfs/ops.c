@@ -606,6 +606,13 @@ static int fs_open_node(struct fs *fs, struct node *n,
 	}
 	h->n = n;
 	h->flags = fi->flags;
+	/*
+	 * A read-only open is for reading, and its reads may all come from
+	 * the kernel's page cache and never reach kvfs: the atime rules run
+	 * now (once per handle, as for its first read).
+	 */
+	if (S_ISREG(n->attr.mode) && (fi->flags & O_ACCMODE) == O_RDONLY)
+		fs_read_atime(fs, h);
 	fi->fh = (uint64_t)(uintptr_t)h;
 	/* Blocks are written once: keep their pages across opens. */
 	fi->keep_cache = 1;
@@ -633,6 +640,8 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* Bytes only in the shared tier: fetched first (unless O_TRUNC). */
 	if (!(fi->flags & O_TRUNC))
 		rc = share_pull(fs, n, req);
+	else if ((fi->flags & O_ACCMODE) != O_RDONLY)
+		fs_wait_writers(fs, req, n);
 	if (rc == 0)
 		rc = fs_open_node(fs, n, fi);
 	node_put(fs, n, 0, 0, 1);
@@ -671,6 +680,8 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fs_reply_err(req, rc);
 		return;
 	}
+	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY)
+		fs_wait_writers(fs, req, n);
 	rc = fs_open_node(fs, n, fi);
 	if (rc < 0) {
 		node_put(fs, n, 1, 0, 1);
@@ -717,6 +728,7 @@ static int fs_dirbuf_add(void *arg, const char *name,
 	size_t room = d->size - d->len;
 	off_t next = (off_t)cookie + 2;
 	struct fuse_entry_param e;
+	struct idx_attr na;
 	struct node *n;
 	size_t need;
 
@@ -738,9 +750,13 @@ static int fs_dirbuf_add(void *arg, const char *name,
 	d->err = node_get(d->fs, attr->ino, attr, d->dir, name, 1, &n);
 	if (d->err < 0)
 		return 1;
-	fs_fill_entry(d->fs, &e, attr);
-	if (n->dirty || n->attr.size != attr->size)
-		fs_fill_entry(d->fs, &e, &n->attr);
+	/*
+	 * The node's attributes, not the index's: unsaved writes, and an
+	 * atime a read set that goes to the index only with the next batch
+	 * of last uses (the kernel would cache the older one).
+	 */
+	fs_node_attr(n, &na);
+	fs_fill_entry(d->fs, &e, &na);
 	node_put(d->fs, n, 0, 0, 1);
 	fuse_add_direntry_plus(d->req, d->buf + d->len, room, name, &e, next);
 	d->len += need;
