@@ -251,7 +251,8 @@ void ec_print_listing(const char *tag, const char *dir, int verbose,
 	uint64_t h = 1469598103934665603ull;
 
 	ec_collect(dir, "", &ns, filter);
-	qsort(ns.v, ns.n, sizeof(*ns.v), ec_cmp);
+	if (ns.n)
+		qsort(ns.v, ns.n, sizeof(*ns.v), ec_cmp);
 	printf("%s: %zu entries\n", tag, ns.n);
 	for (size_t i = 0; i < ns.n; i++) {
 		if (verbose)
