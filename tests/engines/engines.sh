@@ -19,6 +19,8 @@ T_NEEDS=ENG_CLIENT
 T_NAME=engines-${ENG_NAME:?ENG_NAME is not set}
 
 t_init
+# Report every option set's differences, not just the first.
+T_KEEP_GOING=1
 # Lines no correct run prints, on either side.
 bad='CORRUPT|NO WHOLE LOADS|(absent-when-present|short|torn|unknown-version|errors|missed)=[1-9]|FAILED'
 set=0

@@ -206,6 +206,8 @@ static int r_evict(void *ctx, uint32_t key)
 struct crawl {
 	time_t now;
 	int files, cold, deleted, dirs_removed;
+	char seen[8][PATH_MAX]; /* the files judged cold, for the transcript */
+	int nseen;
 };
 
 /* Walks dir: files whose atime is older than the threshold are deleted;
@@ -242,6 +244,8 @@ static int crawl_dir(struct crawl *cr, const char *dir)
 			continue;
 		}
 		cr->cold++;
+		if (cr->nseen < 8)
+			ec_fmt(cr->seen[cr->nseen++], PATH_MAX, "%s", p);
 		/* rm -f: a file already gone is fine. */
 		if (unlink(p) == 0 || errno == ENOENT)
 			cr->deleted++;
@@ -343,11 +347,12 @@ static void do_seq(struct llmd *c)
 	printf("evictor: files=%d cold=%d deleted=%d empty-dirs-removed=%d\n",
 	       cr.files, cr.cold, cr.deleted, cr.dirs_removed);
 	for (uint32_t k = 1; k <= 5; k++) {
-		char tag[32];
+		int cold = 0;
 
 		lm_path(c, k, p);
-		ec_fmt(tag, sizeof(tag), "after.key%u", k);
-		ec_print_stat(tag, p);
+		for (int i = 0; i < cr.nseen; i++)
+			cold |= !strcmp(cr.seen[i], p);
+		printf("evictor judged key%u %s\n", k, cold ? "cold" : "hot");
 	}
 	ec_print_listing("seq.files", c->root, 1, NULL);
 	ec_free(buf, c->bs);
