@@ -240,7 +240,7 @@ static int do_race(struct pool *p)
 
 int main(int argc, char **argv)
 {
-	static struct pool p = {.nw = 3, .nr = 3, .iters = 24};
+	static struct pool p = {.nw = 4, .nr = 4, .iters = 64};
 	const char *mb = getenv("KVFS_ENGINES_POOL_MB");
 	char dir[PATH_MAX], name[PATH_MAX];
 	int rc;

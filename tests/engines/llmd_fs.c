@@ -367,7 +367,7 @@ int main(int argc, char **argv)
 		.bs = 2 * EC_MiB + 64 * EC_KiB,
 		.nw = 6,
 		.nr = 6,
-		.iters = 16,
+		.iters = 32,
 		.nhot = 2,
 		.nstable = 6,
 		.nkeys = 20,

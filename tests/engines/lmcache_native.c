@@ -337,7 +337,7 @@ int main(int argc, char **argv)
 		.bs = 256 * EC_KiB,
 		.nw = 8,
 		.nr = 8,
-		.iters = 24,
+		.iters = 48,
 		.nhot = 2,
 		.nstable = 6,
 		.nkeys = 24,

@@ -516,7 +516,7 @@ int main(int argc, char **argv)
 	mbk_init(&race, argv[1], "race");
 	race.nw = 3;
 	race.nr = 4;
-	race.per_writer = 5;
+	race.per_writer = 8;
 	atomic_store(&race.next_key, NHOT);
 	if (mkdir(race.root, 0755) < 0)
 		die("mkdir: %s", strerror(errno));

@@ -13,7 +13,11 @@
  *           create_directories(<path>/file_per_key_dir), statvfs for the
  *           quota (90 % of capacity), a recursive walk of the regular
  *           files, sorted by statx birth time (oldest first: the FIFO)
- *   layout  <path>/file_per_key_dir/<a-p>/<a-p>/<key>
+ *   layout  <path>/file_per_key_dir/<a-p>/<a-p>/<key> (the function that
+ *           turns a key into a path, in StorageBackendAdaptor, was not
+ *           found in the sources searched; this follows the design doc's
+ *           "two-level hash-sharded directory" with letter levels, and
+ *           names each file by a stand-in of the sanitized key)
  *   store   (writers of one path serialized by the engine's own lock)
  *           mkdir -p of the parent when it does not exist;
  *           open(O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC, 0644) of the final
@@ -335,7 +339,7 @@ int main(int argc, char **argv)
 		.bs = 512 * EC_KiB,
 		.nw = 8,
 		.nr = 8,
-		.iters = 24,
+		.iters = 48,
 		.nhot = 2,
 		.nstable = 6,
 		.nkeys = 24,
