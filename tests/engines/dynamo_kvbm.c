@@ -24,8 +24,9 @@
  * write overlapped must return exactly that version; a slot never
  * written must read as zeros (fallocate's holes).
  *
- * The pool is KVFS_ENGINES_POOL_MB MiB (default 64; the engine's are many
- * GiB, sized by DYN_KVBM_DISK_CACHE_GB).
+ * The pool is KVFS_ENGINES_POOL_MB MiB (default 256: past the default
+ * record_max of kvfs(8), so kvfs keeps it as an extent file; the engine's
+ * pools are many GiB, sized by DYN_KVBM_DISK_CACHE_GB).
  *
  * Usage: dynamo_kvbm DIR; transcript on stdout (see eng_common.h).
  */
@@ -249,11 +250,11 @@ int main(int argc, char **argv)
 	umask(022);
 	if (argc != 2)
 		die("usage: %s DIR", prog);
-	p.size = (mb ? strtoul(mb, NULL, 0) : 64) * EC_MiB;
+	p.size = (mb ? strtoul(mb, NULL, 0) : 256) * EC_MiB;
 	p.nslots = (uint32_t)(p.size / SLOT);
 	if (p.nslots < 8 || p.nslots > MAXSLOTS)
 		die("pool of %zu bytes: 8 to %u slots", p.size, MAXSLOTS);
-	printf("pool: %s MiB\n", mb ? "KVFS_ENGINES_POOL_MB" : "64");
+	printf("pool: %s MiB\n", mb ? "KVFS_ENGINES_POOL_MB" : "256");
 	ec_fmt(dir, sizeof(dir), "%s/kvbm", argv[1]);
 	p.fd = pool_open(dir, p.size, name, sizeof(name));
 	if (p.fd < 0)

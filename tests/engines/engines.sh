@@ -11,7 +11,7 @@
 # kernel caching so every lookup reaches kvfs).
 #
 # Environment (besides tests/mount/lib.sh's): ENG_CLIENT, ENG_NAME;
-# KVFS_ENGINES_POOL_MB (Dynamo's pool, default 64) and
+# KVFS_ENGINES_POOL_MB (Dynamo's pool, default 256) and
 # KVFS_ENGINES_BUCKET_MB (Mooncake's bucket cap, default 16) are read by the
 # clients themselves.
 T_NEEDS=ENG_CLIENT
