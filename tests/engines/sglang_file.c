@@ -25,7 +25,9 @@
  *           (f_bavail * f_frsize)
  *
  * Every writer uses its own temp, so readers of a key that exists always
- * get one whole version: the race checks exactly that.
+ * get one whole version: the race checks exactly that. The sequence also
+ * fills the flat directory with 3000 pages and looks them up by listing
+ * it, as batch lookups do.
  *
  * Usage: sglang_file DIR; transcript on stdout (see eng_common.h).
  */
@@ -50,6 +52,7 @@ static const char *prog = "sglang_file";
 #include "tclient.h"
 
 #define SUFFIX "_Qwen-Qwen3-0.6B_0_1"
+#define FLAT_N 3000 /* pages in the flat-directory step */
 
 struct sgl {
 	char root[PATH_MAX];
@@ -270,6 +273,30 @@ static void seq_listdir(struct sgl *c, const char *tag)
 	printf("%s: %d blocks, %d temps\n", tag, bins, tmps);
 }
 
+/* A flat directory of many pages, as the backend keeps them: batch
+ * lookups by listing the whole directory, and the start-up scan, must see
+ * every one. */
+static void seq_flat(const char *root)
+{
+	static struct sgl f = {.bs = EC_PAGE};
+	unsigned char *buf = ec_alloc(EC_PAGE);
+	uint32_t k, stored = 0;
+
+	ec_fmt(f.root, sizeof(f.root), "%s", root);
+	for (k = 1000; k < 1000 + FLAT_N; k++) {
+		ec_fill(buf, EC_PAGE, k, 0, 1);
+		stored += sg_set(&f, k, buf, 0, 0) == EC_STORED;
+	}
+	printf("flat: stored %u of %d pages\n", stored, FLAT_N);
+	seq_listdir(&f, "flat.listdir");
+	for (k = 1000; k < 1000 + FLAT_N; k += FLAT_N / 4)
+		printf("flat.batch[%u..+16]: %d\n", k,
+		       sg_batch_exists(&f, k, 16));
+	printf("flat.batch[end-8..+16]: %d\n",
+	       sg_batch_exists(&f, 1000 + FLAT_N - 8, 16));
+	ec_free(buf, EC_PAGE);
+}
+
 static void do_seq(struct sgl *c)
 {
 	unsigned char *buf = ec_alloc(c->bs);
@@ -294,6 +321,8 @@ static void do_seq(struct sgl *c)
 	seq_get(c, "get3", 3, buf);
 	ec_print_stat("cut3.kept", p);
 	seq_listdir(c, "listdir");
+	seq_flat(c->root);
+	seq_listdir(c, "listdir");
 	/* A restart's LRU scan orders by mtime: give the files distinct
 	 * ones (key 2 oldest), then evict the oldest under a cap of two. */
 	for (uint32_t k = 1; k <= 3; k++) {
@@ -314,7 +343,7 @@ static void do_seq(struct sgl *c)
 	printf("statvfs: free-for-a-block=%s\n",
 	       (unsigned long long)sv.f_bavail * sv.f_frsize >= c->bs ? "yes"
 								      : "no");
-	ec_print_listing("seq.files", c->root, 1, NULL);
+	ec_print_listing("seq.files", c->root, 0, NULL);
 	ec_free(buf, c->bs);
 }
 
