@@ -163,14 +163,11 @@ void fs_read_atime(struct fs *fs, struct fs_handle *h)
 		cap_touch_at(fs->cap, n->ino, now, 1);
 }
 
-/*
- * Longest a read waits for a file being rewritten (fs_read_rewrite), and
- * an O_TRUNC open for another opener's write (fs_wait_writers).
- */
+/* Longest an O_TRUNC open waits for another opener's write. */
 #define FS_REWRITE_WAIT_NS 1000000000ll
 
-/* A writer grew n, or saved it: readers waiting for that look again. */
-static void fs_grown(struct fs *fs)
+/* A writer flushed: O_TRUNC opens waiting for that look again. */
+static void fs_writers_wake(struct fs *fs)
 {
 	pthread_mutex_lock(&fs->dirty_lock);
 	pthread_cond_broadcast(&fs->grow_cond);
@@ -195,7 +192,7 @@ static void fs_wrote(struct fs *fs, struct node *n, struct fs_handle *h)
 	pthread_rwlock_wrlock(&n->rw);
 	n->writers--;
 	pthread_rwlock_unlock(&n->rw);
-	fs_grown(fs);
+	fs_writers_wake(fs);
 }
 
 void fs_wait_writers(struct fs *fs, fuse_req_t req, struct node *n)
@@ -219,39 +216,49 @@ void fs_wait_writers(struct fs *fs, fuse_req_t req, struct node *n)
 }
 
 /*
- * Whether a READ of [off, off + size) of n, n->rw held shared, asks for
- * pages past n's last one while n is being written: the kernel still has
- * the size from before an O_TRUNC open truncated it under another
- * opener's feet. Answered short, the kernel would fill those pages with
- * zeros and might keep the old size, so a reader would see a block of
- * the right length with zeros in it. ext4 never shows that.
+ * Answers a READ of [off, off + size) of n (n->rw held shared) that asks
+ * for pages past n's last one while n is being rewritten: the kernel
+ * still has the size from before an O_TRUNC open cut it under another
+ * opener's feet. Answered short, the kernel fills the rest with zeros and
+ * may keep the old size, so a reader would see a block of the right
+ * length with zeros in it (ext4 never shows that). Such a read gets the
+ * bytes of the version before the rewrite (queued for saving, or the
+ * record the index still points at), as a reader that came a moment
+ * earlier would have. Returns 1 when answered (n->rw released), 0 when
+ * there is no such version (the caller answers as usual).
  */
-static int fs_read_rewrite(const struct node *n, uint64_t off, size_t size)
+static int fs_read_old(struct fs *fs, fuse_req_t req, struct node *n,
+		       uint64_t off, size_t size)
 {
-	return n->dirty && off + size > kv_align_up(n->attr.size);
-}
+	struct iovec iov[FS_READ_IOV];
+	const void *data = NULL;
+	size_t got = 0;
+	int rc;
 
-/*
- * Waits, holding no lock, while fs_read_rewrite() holds for n: until the
- * writer has written that far or saved the file, for at most
- * FS_REWRITE_WAIT_NS, and not past an INTERRUPT. Returns with n->rw
- * held shared again.
- */
-static void fs_read_wait_rewrite(struct fs *fs, fuse_req_t req, struct node *n,
-				 uint64_t off, size_t size)
-{
-	int64_t deadline = (int64_t)clock_realtime_ns() + FS_REWRITE_WAIT_NS;
-
-	while (fs_read_rewrite(n, off, size) && !fuse_req_interrupted(req) &&
-	       (int64_t)clock_realtime_ns() < deadline) {
-		struct timespec ts = clock_ts(clock_realtime_ns() + 10000000);
-
+	if (!n->dirty || off + size <= kv_align_up(n->attr.size) ||
+	    size > FS_MAX_READ)
+		return 0;
+	if (n->wb && off < n->wb->size) {
+		got = n->wb->size - off < size ? n->wb->size - off : size;
+		node_pin(fs, n);
+		fuse_reply_iov(req, iov,
+			       node_segs_iov(n->wb->segs, off, got, iov));
 		pthread_rwlock_unlock(&n->rw);
-		pthread_mutex_lock(&fs->dirty_lock);
-		pthread_cond_timedwait(&fs->grow_cond, &fs->dirty_lock, &ts);
-		pthread_mutex_unlock(&fs->dirty_lock);
-		pthread_rwlock_rdlock(&n->rw);
+		node_put(fs, n, 0, 0, 1);
+		return 1;
 	}
+	if (n->wb || !n->attr.ext.file_id || off >= n->disk_size)
+		return 0;
+	rc = store_read(fs->store, &n->attr.ext,
+			n->crcs_loaded ? n->crcs : NULL, off, size, &data,
+			&got);
+	pthread_rwlock_unlock(&n->rw);
+	/* The old version's trouble is not the new one's: no drop here. */
+	if (rc == 0)
+		fuse_reply_buf(req, data, got);
+	else
+		fs_reply_err(req, -EIO);
+	return 1;
 }
 
 void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -273,10 +280,8 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	pthread_rwlock_rdlock(&n->rw);
 	if (kv_ext_large(&n->attr.ext))
 		goto out_extent;
-	if (fs_read_rewrite(n, (uint64_t)off, size))
-		fs_read_wait_rewrite(fs, req, n, (uint64_t)off, size);
-	if (kv_ext_large(&n->attr.ext))
-		goto out_extent;
+	if (fs_read_old(fs, req, n, (uint64_t)off, size))
+		return;
 	if ((uint64_t)off < n->attr.size && !n->dirty && !n->cached && !n->wb &&
 	    n->attr.size <= FS_VERIFY_MAX) {
 		/* First read: load and check the whole file (fs.h). */
@@ -284,6 +289,9 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		pthread_rwlock_wrlock(&n->rw);
 		if (kv_ext_large(&n->attr.ext))
 			goto out_extent; /* it became one meanwhile */
+		/* Or it is being rewritten now. */
+		if (fs_read_old(fs, req, n, (uint64_t)off, size))
+			return;
 #ifdef KVFS_FAULT_INJECTION
 		rc = fs_fault_read(fs, ino);
 		if (rc == 0)
@@ -359,7 +367,7 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 	struct node *n = h->n;
 	uint64_t end = (uint64_t)off + size;
 	int64_t now = fs_now_ns();
-	int rc, grew = 0;
+	int rc;
 
 	if (end > fs->cfg.max_file_size || end < (uint64_t)off) {
 		fs_reply_err(req, -EFBIG);
@@ -393,8 +401,7 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 			node_zero(n, n->attr.size,
 				  (uint64_t)off - n->attr.size);
 		node_copy_in(n, (uint64_t)off, buf, size);
-		grew = end > n->attr.size;
-		if (grew)
+		if (end > n->attr.size)
 			n->attr.size = end;
 		n->attr.mtime_ns = now;
 		n->attr.ctime_ns = now;
@@ -404,8 +411,6 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		fs_reply_err(req, rc);
 		return;
 	}
-	if (grew)
-		fs_grown(fs);
 	fuse_reply_write(req, size);
 }
 
@@ -418,7 +423,6 @@ static int fs_flush_node(struct fs *fs, struct node *n)
 	if ((n->dirty || n->x_dirty) && n->attr.nlink > 0)
 		rc = wb_save_locked(fs, n);
 	pthread_rwlock_unlock(&n->rw);
-	fs_grown(fs);
 	return rc;
 }
 

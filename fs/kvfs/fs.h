@@ -239,7 +239,7 @@ struct fs {
 
 	pthread_mutex_t dirty_lock;
 	pthread_cond_t dirty_cond;
-	/* Broadcast when a file being written grows or is saved (fileio.c). */
+	/* Broadcast when a handle's writes end at its FLUSH (fileio.c). */
 	pthread_cond_t grow_cond;
 	uint64_t dirty_bytes; /* protected by dirty_lock */
 	char *seg_pool
