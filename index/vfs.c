@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Read-around for the index's database file: an SQLite VFS ("kvfs") that
- * is the platform's default VFS with one change. When SQLite reads a page
- * of a main database file that is not in the page cache, the kernel is
- * first asked to read the IDX_RA_BYTES-aligned window around it
- * (POSIX_FADV_WILLNEED), then the read goes on as usual.
+ * is the platform's default VFS with one change. When SQLite's read of a
+ * page of a main database file had to wait for the disk, the kernel is
+ * asked to read the IDX_RA_BYTES-aligned window around that page too, in
+ * the background (POSIX_FADV_WILLNEED).
  *
  * Why: a lookup in a large directory reads a few B-tree pages at random
  * (the name's index page, its inode's page), and the kernel does not read
@@ -25,16 +25,21 @@
  */
 #include "index_int.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Bytes read around a page missing from the page cache. */
 #define IDX_RA_BYTES (128 * 1024)
+/*
+ * A read slower than this went to the disk (a page-cache hit takes a
+ * microsecond or two; a disk read, tens at least). A read that was only
+ * slow to be scheduled advises a window that is cached already: harmless.
+ */
+#define IDX_RA_SLOW_NS 10000
 
 /* An open file: ours first, the default VFS's file right after it. */
 struct idx_vfs_file {
@@ -75,21 +80,29 @@ static int idx_vfs_close(sqlite3_file *f)
 	return rc;
 }
 
+static int64_t idx_vfs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static int idx_vfs_read(sqlite3_file *f, void *buf, int n, sqlite3_int64 off)
 {
 	struct idx_vfs_file *p = (struct idx_vfs_file *)f;
+	int64_t t0 = p->fd >= 0 ? idx_vfs_now_ns() : 0;
+	int rc = p->real->pMethods->xRead(p->real, buf, n, off);
 
-	if (p->fd >= 0 && off >= 0) {
-		char probe;
-		struct iovec iov = {.iov_base = &probe, .iov_len = 1};
-
-		/* EAGAIN: the page is not cached, the read will wait for it. */
-		if (preadv2(p->fd, &iov, 1, off, RWF_NOWAIT) < 0 &&
-		    errno == EAGAIN)
-			posix_fadvise(p->fd, off & ~(off_t)(IDX_RA_BYTES - 1),
-				      IDX_RA_BYTES, POSIX_FADV_WILLNEED);
-	}
-	return p->real->pMethods->xRead(p->real, buf, n, off);
+	/*
+	 * A read that took this long went to the disk: the kernel reads the
+	 * rest of the window in the background. Asking whether a page is
+	 * cached before every read would cost a system call per read.
+	 */
+	if (p->fd >= 0 && off >= 0 && idx_vfs_now_ns() - t0 > IDX_RA_SLOW_NS)
+		posix_fadvise(p->fd, off & ~(off_t)(IDX_RA_BYTES - 1),
+			      IDX_RA_BYTES, POSIX_FADV_WILLNEED);
+	return rc;
 }
 
 static int idx_vfs_write(sqlite3_file *f, const void *buf, int n,
