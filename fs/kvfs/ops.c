@@ -808,8 +808,9 @@ static void fs_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 		goto out_reply;
 	if (off < 2 && fs_dirbuf_dot(&d, "..", 2))
 		goto out_reply;
-	rc = idx_readdir(d.fs->idx, ino, off >= 2 ? (uint64_t)off - 2 : 0,
-			 fs_dirbuf_add, &d);
+	rc = (plus ? idx_readdir : idx_readdir_names)(
+		d.fs->idx, ino, off >= 2 ? (uint64_t)off - 2 : 0, fs_dirbuf_add,
+		&d);
 	if (rc == 0 && d.err < 0 && d.len == 0)
 		rc = d.err;
 out_reply:
