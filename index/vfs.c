@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Read-around for the index's database file: an SQLite VFS ("kvfs") that
- * is the platform's default VFS with one change. When SQLite's read of a
- * page of a main database file had to wait for the disk, the kernel is
- * asked to read the IDX_RA_BYTES-aligned window around that page too, in
- * the background (POSIX_FADV_WILLNEED).
+ * is the platform's default VFS with one change. The first read of a page
+ * of a main database file in each IDX_RA_BYTES-aligned window since the
+ * file was opened asks the kernel for the whole window first
+ * (POSIX_FADV_WILLNEED), so that a window not cached is one disk read; a
+ * later read that had to wait for the disk (the window was reclaimed)
+ * asks for it again, in the background.
  *
  * Why: a lookup in a large directory reads a few B-tree pages at random
  * (the name's index page, its inode's page), and the kernel does not read
@@ -27,6 +29,8 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -45,6 +49,9 @@
 struct idx_vfs_file {
 	sqlite3_file base;
 	int fd; /* the real file's descriptor, for the advice; -1: none */
+	/* Windows read around since the open, a bit each (grows). */
+	uint64_t *seen;
+	size_t nwords;
 	sqlite3_file *real;
 };
 
@@ -77,7 +84,32 @@ static int idx_vfs_close(sqlite3_file *f)
 				   : SQLITE_OK;
 
 	p->fd = -1; /* the real file's, closed by it */
+	free(p->seen);
+	p->seen = NULL;
+	p->nwords = 0;
 	return rc;
+}
+
+/* Marks window w seen; 1 when it was not (or when out of memory: 0). */
+static int idx_vfs_first_touch(struct idx_vfs_file *p, uint64_t w)
+{
+	size_t word = (size_t)(w / 64), n;
+	uint64_t bit = 1ull << (w % 64), *grown;
+
+	if (word >= p->nwords) {
+		for (n = p->nwords ? p->nwords : 16; n <= word; n *= 2)
+			;
+		grown = realloc(p->seen, n * sizeof(*grown));
+		if (!grown)
+			return 0;
+		memset(grown + p->nwords, 0, (n - p->nwords) * sizeof(*grown));
+		p->seen = grown;
+		p->nwords = n;
+	}
+	if (p->seen[word] & bit)
+		return 0;
+	p->seen[word] |= bit;
+	return 1;
 }
 
 static int64_t idx_vfs_now_ns(void)
@@ -91,17 +123,31 @@ static int64_t idx_vfs_now_ns(void)
 static int idx_vfs_read(sqlite3_file *f, void *buf, int n, sqlite3_int64 off)
 {
 	struct idx_vfs_file *p = (struct idx_vfs_file *)f;
-	int64_t t0 = p->fd >= 0 ? idx_vfs_now_ns() : 0;
-	int rc = p->real->pMethods->xRead(p->real, buf, n, off);
+	off_t win = off & ~(off_t)(IDX_RA_BYTES - 1);
+	int64_t t0 = 0;
+	int rc;
 
+	if (p->fd >= 0 && off >= 0) {
+		/*
+		 * The first read in a window since the open asks for the whole
+		 * window first, and then waits for it as one disk read when it
+		 * is not cached (a cached window costs one quick call, once).
+		 */
+		if (idx_vfs_first_touch(p, (uint64_t)win / IDX_RA_BYTES))
+			posix_fadvise(p->fd, win, IDX_RA_BYTES,
+				      POSIX_FADV_WILLNEED);
+		else
+			t0 = idx_vfs_now_ns();
+	}
+	rc = p->real->pMethods->xRead(p->real, buf, n, off);
 	/*
-	 * A read that took this long went to the disk: the kernel reads the
-	 * rest of the window in the background. Asking whether a page is
-	 * cached before every read would cost a system call per read.
+	 * Later, a read that took this long went to the disk (the window's
+	 * pages were reclaimed): the kernel reads the rest of the window in
+	 * the background. Asking whether a page is cached before every read
+	 * would cost a system call per read.
 	 */
-	if (p->fd >= 0 && off >= 0 && idx_vfs_now_ns() - t0 > IDX_RA_SLOW_NS)
-		posix_fadvise(p->fd, off & ~(off_t)(IDX_RA_BYTES - 1),
-			      IDX_RA_BYTES, POSIX_FADV_WILLNEED);
+	if (t0 && idx_vfs_now_ns() - t0 > IDX_RA_SLOW_NS)
+		posix_fadvise(p->fd, win, IDX_RA_BYTES, POSIX_FADV_WILLNEED);
 	return rc;
 }
 
@@ -217,6 +263,8 @@ static int idx_vfs_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f,
 
 	p->real = (sqlite3_file *)(p + 1);
 	p->fd = -1;
+	p->seen = NULL;
+	p->nwords = 0;
 	rc = idx_vfs_under->xOpen(idx_vfs_under, name, p->real, flags,
 				  out_flags);
 	if (rc != SQLITE_OK) {
