@@ -483,7 +483,7 @@ static int idx_open_db(struct idx *idx, uint32_t root_mode, uint32_t root_uid,
 	rc = sqlite3_open_v2(idx->path, &idx->db,
 			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 				     SQLITE_OPEN_NOMUTEX,
-			     NULL);
+			     idx_vfs_name());
 	if (!idx->db)
 		return -ENOMEM;
 	if (rc != SQLITE_OK)
@@ -590,7 +590,8 @@ static void *idx_checkpointer(void *arg)
 	int rc;
 
 	rc = sqlite3_open_v2(idx->path, &db,
-			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+			     idx_vfs_name());
 	if (rc != SQLITE_OK) {
 		log_err("%s: checkpointer cannot open the index: %s", idx->path,
 			sqlite3_errstr(rc));

@@ -232,6 +232,12 @@ typedef int (*idx_dirent_fn)(void *arg, const char *name,
 			     const struct idx_attr *attr, uint64_t cookie);
 int idx_readdir(struct idx *idx, uint64_t dir, uint64_t after, idx_dirent_fn fn,
 		void *arg);
+/*
+ * The same for a listing that needs no attributes (getdents(2)): attr
+ * holds only ino and mode, everything else is zero.
+ */
+int idx_readdir_names(struct idx *idx, uint64_t dir, uint64_t after,
+		      idx_dirent_fn fn, void *arg);
 
 /*
  * xattrs of ino. flags: 0, XATTR_CREATE (-EEXIST if set) or XATTR_REPLACE

@@ -14,6 +14,8 @@
  *   xattr.c    extended attributes
  *   records.c  where file bytes are (records, extents, CRCs), last use for
  *              eviction, recovery horizons, record queries for recovery/gc
+ *   vfs.c      the SQLite VFS every connection uses: the default one, with
+ *              read-around of database pages missing from the page cache
  *
  * Statements: every SQL statement that runs more than once has an id (enum
  * idx_sid), is prepared once by idx_open() with SQLITE_PREPARE_PERSISTENT
@@ -43,6 +45,11 @@
 
 #include "index.h"
 
+/* The VFS of vfs.c: the default one, reading around missing pages. */
+#define IDX_VFS_NAME "kvfs"
+/* Registers it once; its name for sqlite3_open_v2(), NULL: use the default. */
+const char *idx_vfs_name(void);
+
 enum idx_sid {
 	/* index.c: transactions */
 	SID_BEGIN,
@@ -53,6 +60,7 @@ enum idx_sid {
 	SID_GETATTR,
 	SID_LOOKUP,
 	SID_READDIR,
+	SID_READDIR_NAMES,
 	SID_INSERT_INODE,
 	SID_INSERT_INODE_AT,
 	SID_INSERT_DENTRY,

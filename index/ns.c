@@ -43,6 +43,11 @@ const char *const idx_ns_sql[IDX_NSTMT] = {
 			"FROM dentries AS d "
 			"LEFT JOIN inodes AS i ON i.ino = d.ino "
 			"WHERE d.parent = ?1 AND d.id > ?2 ORDER BY d.id",
+	/* The same with only what getdents(2) gives: ino, type, name. */
+	[SID_READDIR_NAMES] = "SELECT i.ino, i.mode, d.id, d.name "
+			      "FROM dentries AS d "
+			      "LEFT JOIN inodes AS i ON i.ino = d.ino "
+			      "WHERE d.parent = ?1 AND d.id > ?2 ORDER BY d.id",
 	/*
 	 * A new regular file is "pending" (hdr_len -1, no record) until its
 	 * first save (idx_set_extent) : see idx_purge_pending().
@@ -964,10 +969,24 @@ int idx_purge_pending(struct idx *idx, idx_name_fn fn, void *arg)
 	return rc;
 }
 
-static int idx_readdir_txn(struct idx *idx, uint64_t dir, uint64_t after,
-			   idx_dirent_fn fn, void *arg)
+/* A row of SID_READDIR_NAMES: attr gets ino and mode, the rest zero. */
+static int idx_row_name(struct idx *idx, sqlite3_stmt *st, struct idx_attr *a)
 {
-	sqlite3_stmt *st = idx->st[SID_READDIR];
+	if (sqlite3_column_type(st, 0) == SQLITE_NULL) {
+		log_err("%s: a dentry names a missing inode", idx->path);
+		return -EIO;
+	}
+	*a = (struct idx_attr){.ino = (uint64_t)sqlite3_column_int64(st, 0),
+			       .mode = (uint32_t)sqlite3_column_int64(st, 1)};
+	return 0;
+}
+
+static int idx_readdir_txn(struct idx *idx, uint64_t dir, uint64_t after,
+			   int names_only, idx_dirent_fn fn, void *arg)
+{
+	sqlite3_stmt *st =
+		idx->st[names_only ? SID_READDIR_NAMES : SID_READDIR];
+	int ncols = names_only ? 2 : IDX_ATTR_NCOLS;
 	struct idx_attr a;
 	int rc;
 
@@ -977,14 +996,14 @@ static int idx_readdir_txn(struct idx *idx, uint64_t dir, uint64_t after,
 	idx_bind_i64(st, 1, (int64_t)dir);
 	idx_bind_i64(st, 2, (int64_t)after);
 	while ((rc = IDX_STEP(idx, st)) == 1) {
-		int64_t cookie = sqlite3_column_int64(st, IDX_ATTR_NCOLS);
+		int64_t cookie = sqlite3_column_int64(st, ncols);
 		const char *name;
 
-		rc = idx_row_attr(idx, st, &a);
+		rc = names_only ? idx_row_name(idx, st, &a)
+				: idx_row_attr(idx, st, &a);
 		if (rc)
 			break;
-		name = (const char *)sqlite3_column_text(st,
-							 IDX_ATTR_NCOLS + 1);
+		name = (const char *)sqlite3_column_text(st, ncols + 1);
 		if (!name) {
 			rc = -ENOMEM;
 			break;
@@ -1007,7 +1026,20 @@ int idx_readdir(struct idx *idx, uint64_t dir, uint64_t after, idx_dirent_fn fn,
 
 	rc = idx_enter(idx, 0);
 	if (!rc)
-		rc = idx_leave(idx, idx_readdir_txn(idx, dir, after, fn, arg));
+		rc = idx_leave(idx,
+			       idx_readdir_txn(idx, dir, after, 0, fn, arg));
+	return rc;
+}
+
+int idx_readdir_names(struct idx *idx, uint64_t dir, uint64_t after,
+		      idx_dirent_fn fn, void *arg)
+{
+	int rc;
+
+	rc = idx_enter(idx, 0);
+	if (!rc)
+		rc = idx_leave(idx,
+			       idx_readdir_txn(idx, dir, after, 1, fn, arg));
 	return rc;
 }
 

@@ -63,10 +63,19 @@ static void *notify_main(void *arg)
 		if (!nt->head)
 			nt->tail = &nt->head;
 		pthread_mutex_unlock(&nt->lock);
-		if (it->parent)
+		if (it->parent) {
 			rc = fuse_lowlevel_notify_inval_entry(
 				nt->se, it->parent, it->name, it->name_len);
-		else
+			/*
+			 * A name the kernel had not looked up: it left the
+			 * directory alone, and a listing it keeps would still
+			 * show the name. Dropping the directory's pages and
+			 * attributes drops that listing.
+			 */
+			if (rc == -ENOENT)
+				rc = fuse_lowlevel_notify_inval_inode(
+					nt->se, it->parent, 0, 0);
+		} else
 			rc = fuse_lowlevel_notify_inval_inode(nt->se, it->ino,
 							      0, 0);
 		/* -ENOENT: the kernel had nothing cached, which is fine. */

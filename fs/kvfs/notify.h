@@ -16,7 +16,11 @@ struct notify;
 int notify_start(struct notify **out, struct fuse_session *se);
 /* Drains the queue, then ends the thread. Accepts NULL. */
 void notify_stop(struct notify *nt);
-/* Makes the kernel forget the name (parent, name) (copied). */
+/*
+ * Makes the kernel forget the name (parent, name) (copied); when it had no
+ * entry for it, also parent's attributes and pages, which hold the listing
+ * the kernel keeps (kvfs(7), KERNEL FACTS).
+ */
 void notify_entry(struct notify *nt, uint64_t parent, const char *name);
 /*
  * The same, and waits until the kernel has been told, so that the caller's

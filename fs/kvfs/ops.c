@@ -702,11 +702,22 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void fs_opendir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
+	struct fs *fs = fs_of(req);
+
 	/* What other machines stored here shows up in the listing. */
 	if (!fs_ctl_ino(ino))
-		share_list(fs_of(req), ino);
+		share_list(fs, ino);
 	fi->fh = 0;
-	fi->cache_readdir = 0;
+	/*
+	 * The kernel keeps the listing in the directory's page cache and
+	 * serves the next opendir from it: it drops it when a change made
+	 * through the mount bumps the directory's version, and the names
+	 * kvfs removes on its own go through the notifier, which drops it
+	 * too (kvfs(7), KERNEL FACTS). With a shared tier names also appear
+	 * from other machines at any opendir or lookup: no cache then.
+	 */
+	fi->cache_readdir = !fs->share && !fs_ctl_ino(ino);
+	fi->keep_cache = fi->cache_readdir;
 	fuse_reply_open(req, fi);
 }
 
@@ -813,8 +824,9 @@ static void fs_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 		goto out_reply;
 	if (off < 2 && fs_dirbuf_dot(&d, "..", 2))
 		goto out_reply;
-	rc = idx_readdir(d.fs->idx, ino, off >= 2 ? (uint64_t)off - 2 : 0,
-			 fs_dirbuf_add, &d);
+	rc = (plus ? idx_readdir : idx_readdir_names)(
+		d.fs->idx, ino, off >= 2 ? (uint64_t)off - 2 : 0, fs_dirbuf_add,
+		&d);
 	if (rc == 0 && d.err < 0 && d.len == 0)
 		rc = d.err;
 out_reply:

@@ -666,6 +666,67 @@ static void test_readdir(void **state)
 	assert_int_equal(l.n, 2);
 }
 
+/* idx_readdir_names(): a names-only listing of what idx_readdir() gives. */
+struct name_row {
+	int n;
+	char names[8][64];
+	struct idx_attr attrs[8];
+	uint64_t cookies[8];
+};
+
+static int name_row_fn(void *arg, const char *name, const struct idx_attr *a,
+		       uint64_t cookie)
+{
+	struct name_row *r = arg;
+
+	assert_true(r->n < 8);
+	snprintf(r->names[r->n], sizeof(r->names[r->n]), "%s", name);
+	r->attrs[r->n] = *a;
+	r->cookies[r->n++] = cookie;
+	return 0;
+}
+
+static void test_readdir_names(void **state)
+{
+	struct fx *f = *state;
+	uint64_t d = mkdir_(f, KV_ROOT_INO, "d");
+	uint64_t file = mkfile(f, KV_ROOT_INO, "file");
+	struct name_row full = {0}, names = {0}, rest = {0};
+
+	mk(f, d, "z", S_IFREG | 0600);
+	mk(f, d, "sub", S_IFDIR | 0700);
+	give_extent(f, mk(f, d, "a", S_IFREG | 0644), 4, 0, 77);
+	assert_int_equal(idx_readdir(f->idx, d, 0, name_row_fn, &full), 0);
+	assert_int_equal(idx_readdir_names(f->idx, d, 0, name_row_fn, &names),
+			 0);
+	assert_int_equal(names.n, 3);
+	assert_int_equal(full.n, 3);
+	for (int i = 0; i < 3; i++) {
+		const struct idx_attr *a = &names.attrs[i];
+
+		assert_string_equal(names.names[i], full.names[i]);
+		assert_int_equal(names.cookies[i], full.cookies[i]);
+		assert_int_equal(a->ino, full.attrs[i].ino);
+		assert_int_equal(a->mode, full.attrs[i].mode);
+		/* Only what a plain listing needs; nothing else is filled. */
+		assert_true(!a->uid && !a->gid && !a->nlink && !a->size &&
+			    !a->atime_ns && !a->mtime_ns && !a->ctime_ns &&
+			    !a->ext.file_id && !a->ext.off && !a->ext.hdr_len &&
+			    !a->ext.len);
+	}
+	assert_int_equal(full.attrs[2].size, 77);
+	assert_int_equal(names.attrs[1].mode, S_IFDIR | 0700);
+	assert_int_equal(idx_readdir_names(f->idx, d, names.cookies[0],
+					   name_row_fn, &rest),
+			 0);
+	assert_int_equal(rest.n, 2);
+	assert_string_equal(rest.names[0], "sub");
+	assert_int_equal(idx_readdir_names(f->idx, file, 0, name_row_fn, &rest),
+			 -ENOTDIR);
+	assert_int_equal(idx_readdir_names(f->idx, 999, 0, name_row_fn, &rest),
+			 -ENOENT);
+}
+
 /*
  * Entries come in cookie order and cookies survive changes between calls:
  * an entry present all along is listed exactly once, a removed one that was
@@ -892,6 +953,7 @@ int main(void)
 		T(test_rename_errors),
 		T(test_readdir),
 		T(test_readdir_cookies_stable),
+		T(test_readdir_names),
 		T(test_lookup_batch),
 		T(test_xattrs),
 		T(test_path),

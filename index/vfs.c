@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Read-around for the index's database file: an SQLite VFS ("kvfs") that
+ * is the platform's default VFS with one change. The first read of a page
+ * of a main database file in each IDX_RA_BYTES-aligned window since the
+ * file was opened asks the kernel for the whole window first
+ * (POSIX_FADV_WILLNEED), so that a window not cached is one disk read; a
+ * later read that had to wait for the disk (the window was reclaimed)
+ * asks for it again, in the background.
+ *
+ * Why: a lookup in a large directory reads a few B-tree pages at random
+ * (the name's index page, its inode's page), and the kernel does not read
+ * ahead for random reads, so a cold index costs one disk read per page. The
+ * pages of one window belong to the same trees, which every later lookup
+ * descends as well; ext4 reads its inode tables the same way (32 blocks
+ * around a missing inode). The window is small enough that a single cold
+ * lookup costs about what it did, and the extra pages go to the page cache,
+ * which the kernel may reclaim, not to the daemon's memory.
+ *
+ * Not here: anything about SQL (the rest of index/), the log (-wal) and
+ * shared-memory files, which SQLite reads as it always does, and writes.
+ *
+ * Threads: idx_vfs_name() registers the VFS once (pthread_once); the file
+ * methods run under whatever lock SQLite's caller holds, like the default
+ * VFS's, and keep no shared state. When the default VFS is not SQLite's
+ * "unix" one, files are opened through it without read-around.
+ */
+#include "index_int.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Bytes read around a page missing from the page cache. */
+#define IDX_RA_BYTES (128 * 1024)
+/*
+ * A read slower than this went to the disk (a page-cache hit takes a
+ * microsecond or two; a disk read, tens at least). A read that was only
+ * slow to be scheduled advises a window that is cached already: harmless.
+ */
+#define IDX_RA_SLOW_NS 10000
+
+/* An open file: ours first, the default VFS's file right after it. */
+struct idx_vfs_file {
+	sqlite3_file base;
+	int fd; /* the real file's descriptor, for the advice; -1: none */
+	/* Windows read around since the open, a bit each (grows). */
+	uint64_t *seen;
+	size_t nwords;
+	sqlite3_file *real;
+};
+
+/*
+ * How the "unix" VFS's file begins. SQLite does not hand out a file's
+ * descriptor, and a second descriptor of our own would not do: closing it
+ * would drop the process's POSIX locks on the file, which SQLite's other
+ * connections in this process hold. The descriptor read from here is used
+ * only when it names the very file just opened (same device and inode).
+ */
+struct idx_unix_head {
+	const void *methods;
+	void *vfs;
+	void *inode;
+	int h;
+};
+
+static sqlite3_vfs idx_vfs;
+static sqlite3_vfs *idx_vfs_under;
+static sqlite3_io_methods idx_vfs_methods;
+static pthread_once_t idx_vfs_once = PTHREAD_ONCE_INIT;
+static int idx_vfs_ok;
+
+#define IDX_REAL(f) (((struct idx_vfs_file *)(f))->real)
+
+static int idx_vfs_close(sqlite3_file *f)
+{
+	struct idx_vfs_file *p = (struct idx_vfs_file *)f;
+	int rc = p->real->pMethods ? p->real->pMethods->xClose(p->real)
+				   : SQLITE_OK;
+
+	p->fd = -1; /* the real file's, closed by it */
+	free(p->seen);
+	p->seen = NULL;
+	p->nwords = 0;
+	return rc;
+}
+
+/* Marks window w seen; 1 when it was not (or when out of memory: 0). */
+static int idx_vfs_first_touch(struct idx_vfs_file *p, uint64_t w)
+{
+	size_t word = (size_t)(w / 64), n;
+	uint64_t bit = 1ull << (w % 64), *grown;
+
+	if (word >= p->nwords) {
+		for (n = p->nwords ? p->nwords : 16; n <= word; n *= 2)
+			;
+		grown = realloc(p->seen, n * sizeof(*grown));
+		if (!grown)
+			return 0;
+		memset(grown + p->nwords, 0, (n - p->nwords) * sizeof(*grown));
+		p->seen = grown;
+		p->nwords = n;
+	}
+	if (p->seen[word] & bit)
+		return 0;
+	p->seen[word] |= bit;
+	return 1;
+}
+
+static int64_t idx_vfs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int idx_vfs_read(sqlite3_file *f, void *buf, int n, sqlite3_int64 off)
+{
+	struct idx_vfs_file *p = (struct idx_vfs_file *)f;
+	off_t win = off & ~(off_t)(IDX_RA_BYTES - 1);
+	int64_t t0 = 0;
+	int rc;
+
+	if (p->fd >= 0 && off >= 0) {
+		/*
+		 * The first read in a window since the open asks for the whole
+		 * window first, and then waits for it as one disk read when it
+		 * is not cached (a cached window costs one quick call, once).
+		 */
+		if (idx_vfs_first_touch(p, (uint64_t)win / IDX_RA_BYTES))
+			posix_fadvise(p->fd, win, IDX_RA_BYTES,
+				      POSIX_FADV_WILLNEED);
+		else
+			t0 = idx_vfs_now_ns();
+	}
+	rc = p->real->pMethods->xRead(p->real, buf, n, off);
+	/*
+	 * Later, a read that took this long went to the disk (the window's
+	 * pages were reclaimed): the kernel reads the rest of the window in
+	 * the background. Asking whether a page is cached before every read
+	 * would cost a system call per read.
+	 */
+	if (t0 && idx_vfs_now_ns() - t0 > IDX_RA_SLOW_NS)
+		posix_fadvise(p->fd, win, IDX_RA_BYTES, POSIX_FADV_WILLNEED);
+	return rc;
+}
+
+static int idx_vfs_write(sqlite3_file *f, const void *buf, int n,
+			 sqlite3_int64 off)
+{
+	return IDX_REAL(f)->pMethods->xWrite(IDX_REAL(f), buf, n, off);
+}
+
+static int idx_vfs_truncate(sqlite3_file *f, sqlite3_int64 size)
+{
+	return IDX_REAL(f)->pMethods->xTruncate(IDX_REAL(f), size);
+}
+
+static int idx_vfs_sync(sqlite3_file *f, int flags)
+{
+	return IDX_REAL(f)->pMethods->xSync(IDX_REAL(f), flags);
+}
+
+static int idx_vfs_file_size(sqlite3_file *f, sqlite3_int64 *size)
+{
+	return IDX_REAL(f)->pMethods->xFileSize(IDX_REAL(f), size);
+}
+
+static int idx_vfs_lock(sqlite3_file *f, int level)
+{
+	return IDX_REAL(f)->pMethods->xLock(IDX_REAL(f), level);
+}
+
+static int idx_vfs_unlock(sqlite3_file *f, int level)
+{
+	return IDX_REAL(f)->pMethods->xUnlock(IDX_REAL(f), level);
+}
+
+static int idx_vfs_check_reserved(sqlite3_file *f, int *out)
+{
+	return IDX_REAL(f)->pMethods->xCheckReservedLock(IDX_REAL(f), out);
+}
+
+static int idx_vfs_file_control(sqlite3_file *f, int op, void *arg)
+{
+	return IDX_REAL(f)->pMethods->xFileControl(IDX_REAL(f), op, arg);
+}
+
+static int idx_vfs_sector_size(sqlite3_file *f)
+{
+	return IDX_REAL(f)->pMethods->xSectorSize(IDX_REAL(f));
+}
+
+static int idx_vfs_device_chars(sqlite3_file *f)
+{
+	return IDX_REAL(f)->pMethods->xDeviceCharacteristics(IDX_REAL(f));
+}
+
+static int idx_vfs_shm_map(sqlite3_file *f, int pg, int pgsz, int extend,
+			   void volatile **out)
+{
+	return IDX_REAL(f)->pMethods->xShmMap(IDX_REAL(f), pg, pgsz, extend,
+					      out);
+}
+
+static int idx_vfs_shm_lock(sqlite3_file *f, int off, int n, int flags)
+{
+	return IDX_REAL(f)->pMethods->xShmLock(IDX_REAL(f), off, n, flags);
+}
+
+static void idx_vfs_shm_barrier(sqlite3_file *f)
+{
+	IDX_REAL(f)->pMethods->xShmBarrier(IDX_REAL(f));
+}
+
+static int idx_vfs_shm_unmap(sqlite3_file *f, int del)
+{
+	return IDX_REAL(f)->pMethods->xShmUnmap(IDX_REAL(f), del);
+}
+
+static int idx_vfs_fetch(sqlite3_file *f, sqlite3_int64 off, int n, void **out)
+{
+	const sqlite3_io_methods *m = IDX_REAL(f)->pMethods;
+
+	/* No memory map: SQLite reads the page instead. */
+	*out = NULL;
+	return m->iVersion >= 3 ? m->xFetch(IDX_REAL(f), off, n, out)
+				: SQLITE_OK;
+}
+
+static int idx_vfs_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
+{
+	const sqlite3_io_methods *m = IDX_REAL(f)->pMethods;
+
+	return m->iVersion >= 3 ? m->xUnfetch(IDX_REAL(f), off, p) : SQLITE_OK;
+}
+
+/* The descriptor of the unix VFS's file real, opened as name, or -1. */
+static int idx_vfs_fd(sqlite3_file *real, const char *name)
+{
+	const struct idx_unix_head *u = (const struct idx_unix_head *)real;
+	struct stat a, b;
+
+	if (strncmp(idx_vfs_under->zName, "unix", 4) != 0 ||
+	    idx_vfs_under->szOsFile < (int)sizeof(*u) || u->h < 0 ||
+	    fstat(u->h, &a) < 0 || stat(name, &b) < 0 || a.st_dev != b.st_dev ||
+	    a.st_ino != b.st_ino)
+		return -1;
+	return u->h;
+}
+
+static int idx_vfs_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f,
+			int flags, int *out_flags)
+{
+	struct idx_vfs_file *p = (struct idx_vfs_file *)f;
+	int rc;
+
+	p->real = (sqlite3_file *)(p + 1);
+	p->fd = -1;
+	p->seen = NULL;
+	p->nwords = 0;
+	rc = idx_vfs_under->xOpen(idx_vfs_under, name, p->real, flags,
+				  out_flags);
+	if (rc != SQLITE_OK) {
+		/* SQLite closes a file whose open failed only if pMethods. */
+		f->pMethods = NULL;
+		return rc;
+	}
+	if ((flags & SQLITE_OPEN_MAIN_DB) && name)
+		p->fd = idx_vfs_fd(p->real, name);
+	f->pMethods = &idx_vfs_methods;
+	return SQLITE_OK;
+}
+
+static void idx_vfs_init(void)
+{
+	idx_vfs_under = sqlite3_vfs_find(NULL);
+	if (!idx_vfs_under || idx_vfs_under->iVersion < 1)
+		return;
+	idx_vfs_methods = (sqlite3_io_methods){
+		.iVersion = 3,
+		.xClose = idx_vfs_close,
+		.xRead = idx_vfs_read,
+		.xWrite = idx_vfs_write,
+		.xTruncate = idx_vfs_truncate,
+		.xSync = idx_vfs_sync,
+		.xFileSize = idx_vfs_file_size,
+		.xLock = idx_vfs_lock,
+		.xUnlock = idx_vfs_unlock,
+		.xCheckReservedLock = idx_vfs_check_reserved,
+		.xFileControl = idx_vfs_file_control,
+		.xSectorSize = idx_vfs_sector_size,
+		.xDeviceCharacteristics = idx_vfs_device_chars,
+		.xShmMap = idx_vfs_shm_map,
+		.xShmLock = idx_vfs_shm_lock,
+		.xShmBarrier = idx_vfs_shm_barrier,
+		.xShmUnmap = idx_vfs_shm_unmap,
+		.xFetch = idx_vfs_fetch,
+		.xUnfetch = idx_vfs_unfetch,
+	};
+	/* Everything but the open is the default VFS's own. */
+	idx_vfs = *idx_vfs_under;
+	idx_vfs.szOsFile =
+		(int)sizeof(struct idx_vfs_file) + idx_vfs_under->szOsFile;
+	idx_vfs.zName = IDX_VFS_NAME;
+	idx_vfs.pNext = NULL;
+	idx_vfs.xOpen = idx_vfs_open;
+	idx_vfs_ok = sqlite3_vfs_register(&idx_vfs, 0) == SQLITE_OK;
+}
+
+const char *idx_vfs_name(void)
+{
+	pthread_once(&idx_vfs_once, idx_vfs_init);
+	return idx_vfs_ok ? IDX_VFS_NAME : NULL;
+}
