@@ -246,11 +246,11 @@ static int fs_ext_queue(struct fs *fs, struct node *n, const char *buf,
 {
 	int rc = fs_extq_reserve(fs, size, stop, arg);
 
-	if (rc == 0)
-		rc = fs_ext_rdlock(fs, n);
+	if (rc < 0)
+		return rc;
+	rc = fs_ext_rdlock(fs, n);
 	if (rc < 0) {
-		if (rc != -EINTR)
-			fs_extq_unreserve(fs, size);
+		fs_extq_unreserve(fs, size);
 		return rc;
 	}
 	if (off + size > n->attr.size) {
