@@ -8,9 +8,12 @@
  * (tmpsweep.c). What each of those does is in its own module; this file
  * only says when.
  */
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "capacity.h"
 #include "fs.h"
@@ -55,12 +58,86 @@ static void janitor_horizons(struct fs *fs, struct janitor_hz *hz)
 	hz->nlast = n;
 }
 
+/* The kernel's readahead for the mount, KiB: one request (1 MiB). */
+#define JANITOR_READ_AHEAD_KB 1024
+
+/*
+ * The "MAJ:MIN" of the newest mount at mnt (realpath'd), from
+ * /proc/self/mountinfo, without a request to the mount itself. 0, or -1
+ * when it is not there.
+ */
+static int janitor_mount_dev(const char *mnt, char *dev, size_t len)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[8192], point[4096], id[64];
+	int found = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		size_t o = 0;
+
+		if (sscanf(line, "%*s %*s %63s %*s %4095s", id, point) != 2)
+			continue;
+		/* Unescape \ooo (a space is \040). */
+		for (size_t i = 0; point[i]; i++, o++) {
+			if (point[i] == '\\' && point[i + 1] && point[i + 2] &&
+			    point[i + 3]) {
+				point[o] = (char)(((point[i + 1] - '0') << 6) |
+						  ((point[i + 2] - '0') << 3) |
+						  (point[i + 3] - '0'));
+				i += 3;
+			} else {
+				point[o] = point[i];
+			}
+		}
+		point[o] = '\0';
+		if (strcmp(point, mnt) == 0) {
+			snprintf(dev, len, "%s", id);
+			found = 0;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * Raises the kernel's readahead for the mount from the default 128 KiB to
+ * one 1 MiB request, once the INIT handshake has set it (it would lower
+ * a value set before): a buffered sequential read of a large file then
+ * costs a round trip per MiB, not per 128 KiB (measured: 8 GiB read back
+ * at 0.48 of ext4 with 128 KiB, 0.98 with 1 MiB). Needs root; otherwise
+ * the default stays, and one line says so.
+ */
+static void janitor_readahead(const char *mnt)
+{
+	char dev[64], path[128];
+	int fd, ok = 0;
+
+	if (janitor_mount_dev(mnt, dev, sizeof(dev)) == 0) {
+		snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb",
+			 dev);
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+		ok = fd >= 0 && dprintf(fd, "%d\n", JANITOR_READ_AHEAD_KB) > 0;
+		if (fd >= 0)
+			close(fd);
+	}
+	if (ok)
+		log_debug("readahead of %s: %d KiB", mnt,
+			  JANITOR_READ_AHEAD_KB);
+	else
+		log_info("readahead of %s left at the kernel's default (cannot "
+			 "set %d KiB: not root?)",
+			 mnt, JANITOR_READ_AHEAD_KB);
+}
+
 static void *janitor_main(void *arg)
 {
 	struct fs *fs = arg;
 	int64_t last_tmp = fs_now_ns();
 	struct janitor_hz *hz = calloc(1, sizeof(*hz));
 	struct fs_evict_result r;
+	int readahead_set = 0;
 
 	/*
 	 * A temp file from before this mount was left by an engine that
@@ -68,6 +145,10 @@ static void *janitor_main(void *arg)
 	 */
 	tmp_sweep(fs, fs->start_ns);
 	while (!cap_wait(fs->cap, JANITOR_PERIOD_MS)) {
+		if (!readahead_set) {
+			readahead_set = 1;
+			janitor_readahead(fs->cfg.mountpoint);
+		}
 		cap_flush_touches(fs->cap);
 		if (store_flush_names(fs->store) < 0)
 			log_warn("name records of recent renames are lost: a "
