@@ -283,11 +283,16 @@ void kvdb_sweep_extents(struct kvdb *db)
 	while ((de = readdir(d)) != NULL) {
 		struct idx_attr a;
 		uint64_t ino;
+		int rc;
 
 		if (extf_parse_name(de->d_name, &ino) < 0)
 			continue;
-		if (idx_getattr(db->idx, ino, &a) == 0 && a.nlink > 0 &&
-		    kv_ext_large(&a.ext) && a.ext.off == ino)
+		rc = idx_getattr(db->idx, ino, &a);
+		/* Only what the index says is gone goes; unsure: kept. */
+		if (rc < 0 && rc != -ENOENT)
+			continue;
+		if (rc == 0 && a.nlink > 0 && kv_ext_large(&a.ext) &&
+		    a.ext.off == ino)
 			continue;
 		if (extf_remove(db->ext_fd, ino) == 0)
 			removed++;
