@@ -160,16 +160,17 @@ int fs_ext_convert_locked(struct fs *fs, struct node *n)
 int fs_ext_grow(struct fs *fs, struct node *n, uint64_t end,
 		int (*stop)(void *), void *arg)
 {
-	int rc = 0, need, busy;
+	int rc = 0, need, busy, large;
 
 	for (int tries = 0; tries < FS_EXT_TRIES; tries++) {
 		pthread_rwlock_rdlock(&n->rw);
-		need = S_ISREG(n->attr.mode) && !kv_ext_large(&n->attr.ext) &&
+		large = kv_ext_large(&n->attr.ext);
+		need = S_ISREG(n->attr.mode) && !large &&
 		       end > fs->cfg.record_max;
 		busy = n->wb || atomic_load(&n->wb_jobs);
 		pthread_rwlock_unlock(&n->rw);
 		if (!need)
-			return 0;
+			return large;
 		if (busy) {
 			rc = wb_wait_node(fs, n, stop, arg);
 			if (rc == -EINTR)
@@ -185,7 +186,7 @@ int fs_ext_grow(struct fs *fs, struct node *n, uint64_t end,
 		rc = fs_ext_convert_locked(fs, n);
 		pthread_rwlock_unlock(&n->rw);
 		if (rc != -EBUSY)
-			return rc;
+			return rc < 0 ? rc : 1;
 	}
 	return rc;
 }

@@ -31,7 +31,8 @@ struct node;
  * Makes n an extent file when it would grow to end bytes past
  * cfg.record_max and is not one yet: waits (no lock held; stop(arg) is
  * asked every 100 ms, non-zero ends it with -EINTR) for its queued saves,
- * then moves its bytes. 0 when n is, or need not be, an extent file.
+ * then moves its bytes. 1 when n is an extent file (now), 0 when it
+ * need not be one, or -errno.
  */
 int fs_ext_grow(struct fs *fs, struct node *n, uint64_t end,
 		int (*stop)(void *), void *arg);

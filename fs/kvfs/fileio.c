@@ -375,7 +375,7 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 	}
 	fs_writing(n, h);
 	rc = fs_ext_grow(fs, n, end, fs_req_stop, req);
-	if (rc == 0 && !fs_is_extent(n))
+	if (rc == 0)
 		rc = fs_room_for(fs, req, n, end);
 	if (rc < 0) {
 		fs_reply_err(req, rc);
@@ -562,7 +562,9 @@ void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	n = h->n;
 	if (!(mode & FALLOC_FL_PUNCH_HOLE))
 		rc = fs_ext_grow(fs, n, end, fs_req_stop, req);
-	if (rc == 0 && fs_is_extent(n)) {
+	else
+		rc = fs_is_extent(n);
+	if (rc == 1) {
 		fs_reply_err(req, fs_ext_fallocate(fs, n, mode, (uint64_t)off,
 						   (uint64_t)len));
 		return;

@@ -185,8 +185,11 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE))
 		rc = fs_ext_grow(fs, n, (uint64_t)attr->st_size, fs_req_stop,
 				 req);
-	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE) && !fs_is_extent(n))
+	/* An extent file's size takes no memory: no room to wait for. */
+	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE))
 		rc = fs_room_for(fs, req, n, (uint64_t)attr->st_size);
+	else if (rc == 1)
+		rc = 0;
 	if (rc < 0) {
 		node_put(fs, n, 0, 0, 1);
 		fs_reply_err(req, rc);
