@@ -450,18 +450,23 @@ static uint64_t fs_renamed(struct fs *fs, uint64_t parent, const char *name,
 		return 0;
 	vc_bump(fs->vc, parent, name, 1, a.ino);
 	n = node_find(fs, a.ino);
-	if (!n)
-		return S_ISREG(a.mode) ? a.ino : 0;
-	node_rename(fs, n, parent, name);
-	pthread_rwlock_wrlock(&n->rw);
-	n->attr.ctime_ns = now;
-	pthread_rwlock_unlock(&n->rw);
+	if (n) {
+		node_rename(fs, n, parent, name);
+		pthread_rwlock_wrlock(&n->rw);
+		n->attr.ctime_ns = now;
+		pthread_rwlock_unlock(&n->rw);
+	}
 	/*
 	 * A saved file's new name goes into a name record; one still queued
 	 * gets it at commit (wb.c). The path comes from the index: the node
-	 * table need not hold every directory on the way.
+	 * table need not hold every directory on the way. The record is read
+	 * again after node_rename() counted the rename: a save that commits
+	 * in between either sees the count (wb_finish() writes the record)
+	 * or is seen here; read before, both missed it and the rebuilt index
+	 * had the file under its temporary name.
 	 */
-	if (S_ISREG(a.mode) && (a.ext.file_id || kv_ext_large(&a.ext))) {
+	if (S_ISREG(a.mode) && idx_getattr(fs->idx, a.ino, &a) == 0 &&
+	    (a.ext.file_id || kv_ext_large(&a.ext))) {
 		rc = idx_path(fs->idx, a.ino, path, sizeof(path));
 		/* Counted now, even when it goes out later (batch_names). */
 		span = rc == 0 ? store_hdr_len(0, strlen(path)) : 0;
@@ -478,7 +483,8 @@ static uint64_t fs_renamed(struct fs *fs, uint64_t parent, const char *name,
 				 parent == KV_ROOT_INO ? "" : "...", name,
 				 (unsigned long long)a.ino, strerror(-rc));
 	}
-	node_put(fs, n, 0, 0, 1);
+	if (n)
+		node_put(fs, n, 0, 0, 1);
 	return S_ISREG(a.mode) ? a.ino : 0;
 }
 
