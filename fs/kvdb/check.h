@@ -36,12 +36,19 @@ enum check_kind {
 	CHECK_UNREFERENCED, /* a whole data record no name points at */
 	CHECK_TORN,	    /* a data record cut off by its file's end */
 	CHECK_STALE_NAME,   /* a name record of an inode with no name */
+	/*
+	 * A name (path = the index's) that a rebuild from the data files
+	 * would not restore: the record that named it is damaged or was
+	 * never written. Repair appends a fresh name record (FIXED).
+	 */
+	CHECK_NAME,
 };
 
 enum check_action {
 	CHECK_ACTION_NONE,
 	CHECK_ACTION_KEPT,    /* corrupt: left as it is, on purpose */
 	CHECK_ACTION_DROPPED, /* repair removed it */
+	CHECK_ACTION_FIXED,   /* repair made it right (CHECK_NAME) */
 };
 
 /* One thing the check found. */
@@ -66,6 +73,8 @@ struct check_summary {
 	uint64_t unreferenced, unreferenced_bytes;
 	uint64_t torn, torn_bytes;
 	uint64_t stale_names;
+	/* Inodes a rebuild would name wrongly (CHECK_NAME); fixed of them. */
+	uint64_t names_wrong, names_fixed;
 	uint64_t orphans; /* inodes with no name, freed at the next mount */
 };
 

@@ -34,6 +34,12 @@ struct rebuild_result {
 	uint64_t files, dirs, data_recs, name_recs, superseded, torn;
 	uint64_t no_data; /* inodes without a whole data record */
 	uint64_t skipped; /* left out (each has a note) */
+	/*
+	 * Restored under /lost+found (each has a note): files whose only
+	 * known name is an engine's temporary one, which the daemon's sweep
+	 * of stale temporary files would remove.
+	 */
+	uint64_t lost_found;
 	struct rebuild_note *notes;
 	size_t nnotes, cap;
 };
