@@ -240,6 +240,8 @@ static const char *fsck_kind_label(enum check_kind k)
 		return "UNREF";
 	case CHECK_TORN:
 		return "TORN";
+	case CHECK_NAME:
+		return "NAME";
 	case CHECK_STALE_NAME:
 		break;
 	}
