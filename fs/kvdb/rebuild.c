@@ -677,6 +677,43 @@ int rebuild_run(struct kvdb *db, const struct rebuild_opts *o,
 	return 0;
 }
 
+int rebuild_names(struct kvdb *db, struct kvdb_scan *scan, rebuild_name_fn fn,
+		  void *arg)
+{
+	struct rebuild_result res = {0};
+	struct rebuild_opts o = {0};
+	struct rebuild b = {.db = db,
+			    .o = &o,
+			    .scan = scan,
+			    .r = &res,
+			    .next_ino = KV_ROOT_INO + 1};
+	int rc;
+
+	rc = scan->done ? 0 : kvdb_scan(db, scan);
+	if (rc == 0 && !scan->extents_done)
+		rc = kvdb_scan_extents(db, scan);
+	if (rc == 0)
+		rc = rebuild_plan(&b);
+	for (size_t i = 0; rc == 0 && i < b.nnew; i++) {
+		char *path;
+
+		/* As rebuild_add(): of two inodes with one path, the newer. */
+		if (i > 0 && strcmp(b.nw[i].path, b.nw[i - 1].path) == 0)
+			continue;
+		rc = rebuild_place(&b, i, &path);
+		if (rc == 0)
+			rc = fn(arg, b.nw[i].ino, path, b.nw[i].node != NULL);
+		if (path != b.nw[i].path)
+			free(path);
+	}
+	for (size_t i = 0; i < b.nnew; i++)
+		free(b.nw[i].path);
+	free(b.nw);
+	free(b.mv);
+	rebuild_result_free(&res);
+	return rc;
+}
+
 void rebuild_result_free(struct rebuild_result *r)
 {
 	for (size_t i = 0; i < r->nnotes; i++) {
