@@ -162,6 +162,8 @@ struct fs_config {
 	unsigned threads;
 	unsigned root_mode;
 	int durable;
+	/* Run requests that may wait on kvfs's threads (defer.h). */
+	int defer;
 	enum log_level loglevel;
 	uint64_t capacity; /* bytes kvfs may use on the backing filesystem */
 	unsigned capacity_pct; /* capacity as a share of the filesystem */
@@ -247,6 +249,8 @@ struct fs {
 	size_t nseg_pool;
 	/* Write-behind (wb.c); queued bytes are also in dirty_bytes. */
 	struct wb *wb;
+	/* Requests run on kvfs's threads (defer.c), NULL: none. */
+	struct defer *defer;
 	atomic_uint_fast64_t wb_queued_bytes;
 	atomic_uint_fast64_t dirty_waits;   /* writes that waited for room */
 	atomic_uint_fast64_t dirty_wait_ns; /* ... for this long in all */

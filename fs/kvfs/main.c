@@ -48,6 +48,7 @@
 #include "capacity.h"
 #include "clock.h"
 #include "ctlsock.h"
+#include "defer.h"
 #include "datadir.h"
 #include "extq.h"
 #include "fs.h"
@@ -80,6 +81,7 @@ struct kvfs_opts {
 	double negative_timeout;
 	unsigned threads;
 	int durable;
+	int defer;
 	int nargs;
 	int noatime, atime, relatime; /* at most one */
 	/* The shared tier (share.h), off without rados_pool. */
@@ -111,6 +113,7 @@ static const struct fuse_opt kvfs_opt_spec[] = {
 	KVFS_OPT("negative_timeout=%lf", negative_timeout),
 	KVFS_OPT("threads=%u", threads),
 	KVFS_OPT("durable", durable),
+	KVFS_OPT("defer", defer),
 	{"noatime", offsetof(struct kvfs_opts, noatime), 1},
 	{"atime", offsetof(struct kvfs_opts, atime), 1},
 	{"strictatime", offsetof(struct kvfs_opts, atime), 1},
@@ -155,6 +158,9 @@ static void kvfs_usage(const char *prog)
 	       "power loss\n"
 	       "    -o relatime|noatime|atime  what reads do to atime "
 	       "(default relatime, as ext4)\n"
+	       "    -o defer               run requests that may wait on "
+	       "kvfs's threads (as with\n"
+	       "                           io_uring; for testing)\n"
 	       "    -o capacity=SIZE|N%%    most space kvfs uses (default "
 	       "90%% of what is free\n"
 	       "                           plus what kvfs already uses)\n"
@@ -304,6 +310,7 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 	c->negative_timeout = o->negative_timeout;
 	c->threads = o->threads;
 	c->durable = o->durable;
+	c->defer = o->defer;
 	c->max_file_size = INT64_MAX;
 	c->record_max = FS_RECORD_MAX;
 	c->dirty_limit = 1ull << 30;
@@ -688,6 +695,8 @@ static int kvfs_parse(struct fuse_args *args, struct kvfs_opts *o,
 /* Stops what kvfs_run started (each stop is a no-op for one never started). */
 static void kvfs_stop_threads(struct fs *fs)
 {
+	/* Deferred requests are answered first: they use everything below. */
+	defer_stop(fs);
 	/* Queued writes to extent files land before anything stops. */
 	fs_extq_stop(fs);
 	/* First: queued saves still need the notifier and capacity. */
@@ -723,9 +732,11 @@ static int kvfs_run(struct fs *fs, struct fuse_cmdline_opts *co)
 	if (kvfs_start_cap(fs) < 0 || notify_start(&fs->notify, fs->se) < 0 ||
 	    kvfs_start_vc(fs) < 0 || idx_start_checkpointer(fs->idx) < 0 ||
 	    janitor_start(fs) < 0 || wb_start(fs, KVFS_WB_WRITERS) < 0 ||
-	    fs_extq_start(fs) < 0 || share_start(fs) < 0) {
+	    fs_extq_start(fs) < 0 || share_start(fs) < 0 ||
+	    (fs->cfg.defer && defer_start(fs, DEFER_THREADS) < 0)) {
 		log_err("cannot start the notifier, probe, checkpoint, "
-			"write-behind, extent-write and shared-tier threads");
+			"write-behind, extent-write, shared-tier and "
+			"deferred-request threads");
 		goto out_stop;
 	}
 	/* kvfsctl's socket; the mount works without it (it logs why). */
@@ -758,7 +769,13 @@ static int kvfs_mount(struct fs *fs, struct fuse_args *args,
 	    fuse_opt_add_arg(args, "-ofsname=kvfs") < 0 ||
 	    fuse_opt_add_arg(args, "-osubtype=kvfs") < 0)
 		return ret;
-	fs->se = fuse_session_new(args, &fs_ops, sizeof(fs_ops), fs);
+	/* Set before the session starts, read-only after. */
+	static struct fuse_lowlevel_ops ops;
+
+	ops = fs_ops;
+	if (fs->cfg.defer)
+		defer_patch_ops(&ops, fs->cfg.durable, 1);
+	fs->se = fuse_session_new(args, &ops, sizeof(ops), fs);
 	if (!fs->se)
 		return ret;
 	if (fuse_set_signal_handlers(fs->se) != 0)

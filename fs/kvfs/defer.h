@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Requests that may block, handed to kvfs's own threads. With FUSE over
+ * io_uring (kvfs(8) -o io_uring) each ring thread serves a whole queue of
+ * requests: a handler that waits (for the disk, an index commit, the
+ * dirty budget, other writers) stalls every request behind it. In that
+ * mode defer_patch_ops() replaces such handlers with ones that copy their
+ * arguments into a job and return; DEFER_THREADS threads run the original
+ * handler, which replies from there (libfuse takes a reply from any
+ * thread, and a request's buffers stay the ring entry's until it is
+ * answered). Which requests go: READ, WRITE, FLUSH, RELEASE, FSYNC,
+ * FSYNCDIR, FALLOCATE, SETATTR that changes the size, OPEN with O_TRUNC
+ * (or with the shared tier); with -o durable (every commit synced) also
+ * the namespace changes. The rest answer from memory or with one short
+ * index transaction and stay on the ring thread.
+ *
+ * With the classic /dev/fuse transport nothing is deferred: the loop's
+ * threads are many, and each waits for its own request only.
+ *
+ * Threads: defer_start() before the session loop, defer_stop() after it
+ * (every queued job is run and answered first). The queue has its own
+ * lock; a job is owned by the queue, then by the thread that runs it.
+ */
+#ifndef KVFS_DEFER_H
+#define KVFS_DEFER_H
+
+#include <fuse_lowlevel.h>
+
+#include "fs.h"
+
+/* Threads that run deferred requests. */
+#define DEFER_THREADS 8
+
+struct defer;
+
+/* Starts the threads; 0 or -errno. */
+int defer_start(struct fs *fs, unsigned nthreads);
+/* Runs what is queued, then stops the threads and frees fs->defer. */
+void defer_stop(struct fs *fs);
+/*
+ * Makes ops (a copy of fs_ops) defer the requests above to fs->defer;
+ * durable: also the namespace changes; copy: a WRITE's bytes are copied
+ * (the classic loop reuses its buffer once the handler returns; a ring
+ * entry's stays until the reply).
+ */
+void defer_patch_ops(struct fuse_lowlevel_ops *ops, int durable, int copy);
+
+#endif
