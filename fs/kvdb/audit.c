@@ -27,7 +27,8 @@ struct audit_pair {
 
 struct audit {
 	struct kvdb *db;
-	struct check_result *res;
+	audit_fn fn;
+	void *arg;
 	int repair;
 	struct audit_pair *v;
 	size_t n, cap;
@@ -105,28 +106,14 @@ static int audit_found(struct audit *a, uint64_t ino, const char *path,
 		       const char *detail, uint32_t type, const char *field,
 		       size_t len)
 {
-	struct check_finding f = {.kind = CHECK_NAME,
-				  .ino = ino,
-				  .chunk = -1,
-				  .path = strdup(path),
-				  .detail = strdup(detail)};
+	int fixed = 0;
 
-	a->res->sum.names_wrong++;
 	if (a->repair && audit_write(a, type, ino, field, len) == 0) {
-		f.action = CHECK_ACTION_FIXED;
-		a->res->sum.names_fixed++;
+		fixed = 1;
 		log_warn("%s (inode %llu): %s; wrote a fresh name record", path,
 			 (unsigned long long)ino, detail);
 	}
-	if (!f.path || !f.detail ||
-	    kvdb_grow((void **)&a->res->v, &a->res->cap, a->res->n,
-		      sizeof(*a->res->v)) < 0) {
-		free(f.path);
-		free(f.detail);
-		return -ENOMEM;
-	}
-	a->res->v[a->res->n++] = f;
-	return 0;
+	return a->fn(a->arg, ino, path, detail, fixed);
 }
 
 /*
@@ -200,9 +187,9 @@ static int audit_gone(struct audit *a)
 }
 
 int audit_names(struct kvdb *db, struct kvdb_scan *scan, const uint64_t *inos,
-		size_t n, int repair, struct check_result *res)
+		size_t n, int repair, audit_fn fn, void *arg)
 {
-	struct audit a = {.db = db, .res = res, .repair = repair};
+	struct audit a = {.db = db, .fn = fn, .arg = arg, .repair = repair};
 	int rc;
 
 	a.buf = malloc(STORE_META_MAX + 1);

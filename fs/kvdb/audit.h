@@ -13,18 +13,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "check.h"
 #include "kvdb.h"
 #include "scan.h"
 
 /*
+ * A file whose names a rebuild would get wrong: ino, path (the index's
+ * name, or the rebuild's for a removed file), what differs, and whether
+ * repair wrote a fresh record. fn returns 0 or -errno (ends the audit).
+ */
+typedef int (*audit_fn)(void *arg, uint64_t ino, const char *path,
+			const char *detail, int fixed);
+
+/*
  * Audits the inodes inos[0..n) (files the index names whose bytes are
  * sound, and special files and symlinks), and the special files a rebuild
- * would bring back though the index has none: adds a CHECK_NAME finding
- * to res for each that differs (fixed with repair) and counts them in
- * res->sum.names_wrong, names_fixed. 0 or -errno.
+ * would bring back though the index has none: calls fn for each that
+ * differs, after writing a fresh record for it with repair. 0 or -errno.
  */
 int audit_names(struct kvdb *db, struct kvdb_scan *scan, const uint64_t *inos,
-		size_t n, int repair, struct check_result *res);
+		size_t n, int repair, audit_fn fn, void *arg);
 
 #endif

@@ -810,6 +810,29 @@ static void check_free(struct check *c)
 	free(c->buf);
 }
 
+/* audit_fn: a CHECK_NAME finding. */
+static int check_audit_found(void *arg, uint64_t ino, const char *path,
+			     const char *detail, int fixed)
+{
+	struct check_result *res = arg;
+	struct check_finding f = {.kind = CHECK_NAME,
+				  .action = fixed ? CHECK_ACTION_FIXED
+						  : CHECK_ACTION_NONE,
+				  .ino = ino,
+				  .chunk = -1,
+				  .path = strdup(path),
+				  .detail = strdup(detail)};
+
+	res->sum.names_wrong++;
+	res->sum.names_fixed += (uint64_t)fixed;
+	if (!f.path || !f.detail || check_add(res, &f) < 0) {
+		free(f.path);
+		free(f.detail);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 /*
  * The audit of names (audit.h) over the files whose bytes are sound and
  * the special files and symlinks.
@@ -832,7 +855,8 @@ static int check_audit(struct check *c)
 	for (size_t i = 0; i < c->nnodes; i++)
 		inos[n++] = c->nodes[i];
 	qsort(inos, n, sizeof(*inos), check_u64_cmp);
-	rc = audit_names(c->db, c->scan, inos, n, c->o->repair, c->res);
+	rc = audit_names(c->db, c->scan, inos, n, c->o->repair,
+			 check_audit_found, c->res);
 	free(inos);
 	return rc;
 }

@@ -239,6 +239,10 @@ out_unlock:
 		fs_reply_err(req, rc);
 		return;
 	}
+	/* A special file's node record keeps its permission bits. */
+	if ((to_set & FUSE_SET_ATTR_MODE) && !S_ISREG(a.mode) &&
+	    !S_ISDIR(a.mode) && !S_ISLNK(a.mode))
+		names_record(fs, a.ino);
 	fs_fill_stat(fs, &st, &a);
 	fuse_reply_attr(req, &st, fs->cfg.attr_timeout);
 }
