@@ -65,10 +65,7 @@ const char *const idx_txn_sql[IDX_NSTMT] = {
 
 /* Every file's statements; each id has its text in exactly one of them. */
 static const char *const *const idx_sql_tables[] = {
-	idx_txn_sql,
-	idx_ns_sql,
-	idx_xattr_sql,
-	idx_rec_sql,
+	idx_txn_sql, idx_ns_sql, idx_path_sql, idx_xattr_sql, idx_rec_sql,
 };
 
 void idx_lock(struct idx *idx)

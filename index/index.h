@@ -32,9 +32,10 @@
 /*
  * On-disk format version of the database (PRAGMA user_version). Version 2
  * adds the horizons table to version 1, version 3 extent-file rows to
- * version 2; schema.c lists the versions.
+ * version 2, version 4 the device number (rdev) of special files to version
+ * 3; schema.c lists the versions.
  */
-#define IDX_FORMAT_VERSION 3
+#define IDX_FORMAT_VERSION 4
 /* PRAGMA application_id that marks a kvfs database ("KVFS"). */
 #define IDX_APPLICATION_ID 0x4b564653
 #define IDX_NAME_MAX 255
@@ -52,6 +53,7 @@ struct idx_attr {
 	int64_t mtime_ns;
 	int64_t ctime_ns;
 	struct kv_extent ext; /* regular files only; file_id 0 = none */
+	uint64_t rdev;	      /* device nodes only (st_rdev), else 0 */
 };
 
 /*
@@ -339,12 +341,31 @@ int idx_lookup_batch(struct idx *idx, size_t n, const uint64_t *parents,
  * idx_create() for a rebuild of the index from the data files: the new
  * inode gets the number ino (above KV_ROOT_INO and unused, -EEXIST
  * otherwise) instead of the next free one, so the rebuilt index keeps the
- * numbers the records carry. Regular files and directories only (-EINVAL
- * otherwise); size 0, no record (see idx_set_extent). Later idx_create()
- * calls number above every inode created so far.
+ * numbers the records carry. Any type idx_create() makes, with target for a
+ * symlink; a regular file has size 0 and no record (see idx_set_extent).
+ * Later idx_create() calls number above every inode created so far.
  */
 int idx_create_ino(struct idx *idx, uint64_t parent, const char *name,
-		   struct idx_attr *attr, uint64_t ino);
+		   struct idx_attr *attr, const char *target, uint64_t ino);
+
+/*
+ * A new name (parent, name) for inode ino, which must not be a directory
+ * (-EPERM) and must still have a name (-ENOENT for an orphan, as ext4
+ * answers a link of an unlinked file); nlink grows by one and ino's ctime
+ * and the parent's mtime and ctime become now_ns. On success *out has ino's
+ * attributes. Errors as idx_create(), and -EMLINK at IDX_LINK_MAX names.
+ */
+#define IDX_LINK_MAX 65000
+int idx_link(struct idx *idx, uint64_t ino, uint64_t parent, const char *name,
+	     int64_t now_ns, struct idx_attr *out);
+
+/*
+ * Every name of ino as absolute paths, oldest first, each ended by a NUL,
+ * into buf (len bytes; *used gets the bytes written). Returns how many
+ * (> 0), -ENOENT when ino has none, -ENAMETOOLONG when buf is too small.
+ */
+int idx_names(struct idx *idx, uint64_t ino, char *buf, size_t len,
+	      size_t *used);
 
 /* What the index holds (idx_count). */
 struct idx_counts {

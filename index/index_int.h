@@ -11,6 +11,7 @@
  *   schema.c   the database layout, creating it, checking a file's format
  *              version and upgrading older versions on open
  *   ns.c       the namespace: inodes, directory entries, link counts
+ *   paths.c    the paths of an inode's names, walked up to the root
  *   xattr.c    extended attributes
  *   records.c  where file bytes are (records, extents, CRCs), last use for
  *              eviction, recovery horizons, record queries for recovery/gc
@@ -75,6 +76,7 @@ enum idx_sid {
 	SID_HAS_CHILD,
 	SID_PARENT_OF,
 	SID_NAME_OF,
+	SID_NAMES_OF,
 	SID_DELETE_INODE,
 	SID_DELETE_XATTRS,
 	SID_ORPHANS,
@@ -112,6 +114,7 @@ enum idx_sid {
 /* The statement texts of each file, indexed by enum idx_sid (sparse). */
 extern const char *const idx_txn_sql[IDX_NSTMT];
 extern const char *const idx_ns_sql[IDX_NSTMT];
+extern const char *const idx_path_sql[IDX_NSTMT];
 extern const char *const idx_xattr_sql[IDX_NSTMT];
 extern const char *const idx_rec_sql[IDX_NSTMT];
 
@@ -130,8 +133,9 @@ extern const char *const idx_rec_sql[IDX_NSTMT];
 
 #define IDX_ATTR_COLS                                                          \
 	"i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.atime_ns, "           \
-	"i.mtime_ns, i.ctime_ns, i.file_id, i.rec_off, i.hdr_len, i.rec_len"
-#define IDX_ATTR_NCOLS 13
+	"i.mtime_ns, i.ctime_ns, i.file_id, i.rec_off, i.hdr_len, i.rec_len, " \
+	"i.rdev"
+#define IDX_ATTR_NCOLS 14
 
 struct idx {
 	/* Serialises every use of db and st[]; the only lock of the index. */

@@ -53,13 +53,16 @@ const char *const idx_ns_sql[IDX_NSTMT] = {
 	 * first save (idx_set_extent) : see idx_purge_pending().
 	 */
 	[SID_INSERT_INODE] = "INSERT INTO inodes (mode, uid, gid, nlink, size, "
-			     "atime_ns, mtime_ns, ctime_ns, target, hdr_len) "
+			     "atime_ns, mtime_ns, ctime_ns, target, hdr_len, "
+			     "rdev) "
 			     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-			     "-((?1 & 0xF000) = 0x8000))",
+			     "-((?1 & 0xF000) = 0x8000), ?10)",
 	/* idx_create_ino(): the caller picks the inode number (?9). */
 	[SID_INSERT_INODE_AT] = "INSERT INTO inodes (ino, mode, uid, gid, "
-				"nlink, size, atime_ns, mtime_ns, ctime_ns) "
-				"VALUES (?9, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+				"nlink, size, atime_ns, mtime_ns, ctime_ns, "
+				"rdev, target) "
+				"VALUES (?9, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+				"?10, ?11)",
 	[SID_INSERT_DENTRY] = "INSERT INTO dentries (parent, name, ino) "
 			      "VALUES (?1, ?2, ?3)",
 	[SID_TOUCH_DIR] = "UPDATE inodes SET nlink = nlink + ?2, "
@@ -79,8 +82,6 @@ const char *const idx_ns_sql[IDX_NSTMT] = {
 	[SID_SET_DENTRY_INO] = "UPDATE dentries SET ino = ?2 WHERE id = ?1",
 	[SID_HAS_CHILD] = "SELECT 1 FROM dentries WHERE parent = ?1 LIMIT 1",
 	[SID_PARENT_OF] = "SELECT parent FROM dentries WHERE ino = ?1 LIMIT 1",
-	[SID_NAME_OF] = "SELECT parent, name FROM dentries WHERE ino = ?1 "
-			"LIMIT 1",
 	[SID_DELETE_INODE] = "DELETE FROM inodes WHERE ino = ?1",
 	/* An inode's xattrs go with it (idx_release_inode, the purge). */
 	[SID_DELETE_XATTRS] = "DELETE FROM xattrs WHERE ino = ?1",
@@ -162,6 +163,7 @@ static int idx_row_attr(struct idx *idx, sqlite3_stmt *st, struct idx_attr *a)
 					(uint32_t)sqlite3_column_int64(st, 11),
 				.len = (uint64_t)sqlite3_column_int64(st, 12),
 			},
+		.rdev = (uint64_t)sqlite3_column_int64(st, 13),
 	};
 	/*
 	 * No record: hdr_len may be the pending mark (SID_INSERT_INODE); a
@@ -337,6 +339,10 @@ static void idx_bind_new_inode(sqlite3_stmt *st, const struct idx_attr *a)
 	idx_bind_args(st, IDX_ARGS(a->mode, a->uid, a->gid, a->nlink,
 				   (int64_t)a->size, a->atime_ns, a->mtime_ns,
 				   a->ctime_ns));
+	/* Only device nodes have one (st_rdev). */
+	idx_bind_i64(st, 10,
+		     S_ISCHR(a->mode) || S_ISBLK(a->mode) ? (int64_t)a->rdev
+							  : 0);
 }
 
 /*
@@ -382,7 +388,7 @@ static int idx_create_txn(struct idx *idx, uint64_t parent, const char *name,
 
 static int idx_create_ino_txn(struct idx *idx, uint64_t parent,
 			      const char *name, struct idx_attr *a,
-			      uint64_t ino)
+			      const char *target, uint64_t ino)
 {
 	sqlite3_stmt *st;
 	struct idx_attr old;
@@ -397,6 +403,7 @@ static int idx_create_ino_txn(struct idx *idx, uint64_t parent,
 	st = idx->st[SID_INSERT_INODE_AT];
 	idx_bind_new_inode(st, a);
 	idx_bind_i64(st, 9, (int64_t)ino);
+	idx_bind_text(st, 11, target);
 	rc = IDX_RUN(idx, st);
 	if (rc)
 		return rc;
@@ -418,13 +425,41 @@ static int idx_create_in(struct idx *idx, uint64_t parent, const char *name,
 	a->ext = (struct kv_extent){0};
 	rc = idx_enter(idx, 1);
 	if (!rc)
-		rc = idx_leave(
-			idx,
-			ino ? idx_create_ino_txn(idx, parent, name, a, ino)
-			    : idx_create_txn(idx, parent, name, a, target));
+		rc = idx_leave(idx, ino ? idx_create_ino_txn(idx, parent, name,
+							     a, target, ino)
+					: idx_create_txn(idx, parent, name, a,
+							 target));
 	if (!rc)
 		*attr = *a;
 	return rc;
+}
+
+/*
+ * The size of a new inode of a's type (a symlink's is its target's length;
+ * *target is cleared for the others). 0, -EINVAL or -ENAMETOOLONG.
+ */
+static int idx_new_size(struct idx_attr *a, const char **target)
+{
+	switch (a->mode & S_IFMT) {
+	case S_IFLNK:
+		if (!*target)
+			return -EINVAL;
+		if (strnlen(*target, IDX_TARGET_MAX + 1) > IDX_TARGET_MAX)
+			return -ENAMETOOLONG;
+		a->size = strlen(*target);
+		return 0;
+	case S_IFREG:
+	case S_IFDIR:
+	case S_IFIFO:
+	case S_IFSOCK:
+	case S_IFCHR:
+	case S_IFBLK:
+		*target = NULL;
+		a->size = 0;
+		return 0;
+	default:
+		return -EINVAL;
+	}
 }
 
 int idx_create(struct idx *idx, uint64_t parent, const char *name,
@@ -433,28 +468,10 @@ int idx_create(struct idx *idx, uint64_t parent, const char *name,
 	struct idx_attr a = *attr;
 	int rc = idx_check_new_name(name);
 
+	if (!rc)
+		rc = idx_new_size(&a, &target);
 	if (rc)
 		return rc;
-	switch (attr->mode & S_IFMT) {
-	case S_IFLNK:
-		if (!target)
-			return -EINVAL;
-		if (strnlen(target, IDX_TARGET_MAX + 1) > IDX_TARGET_MAX)
-			return -ENAMETOOLONG;
-		a.size = strlen(target);
-		break;
-	case S_IFREG:
-	case S_IFDIR:
-	case S_IFIFO:
-	case S_IFSOCK:
-	case S_IFCHR:
-	case S_IFBLK:
-		target = NULL;
-		a.size = 0;
-		break;
-	default:
-		return -EINVAL;
-	}
 	return idx_create_in(idx, parent, name, attr, &a, target, 0);
 }
 
@@ -493,18 +510,67 @@ int idx_create_many(struct idx *idx, uint64_t parent, size_t n,
 }
 
 int idx_create_ino(struct idx *idx, uint64_t parent, const char *name,
-		   struct idx_attr *attr, uint64_t ino)
+		   struct idx_attr *attr, const char *target, uint64_t ino)
 {
 	struct idx_attr a = *attr;
 	int rc = idx_check_new_name(name);
 
+	if (!rc)
+		rc = idx_new_size(&a, &target);
 	if (rc)
 		return rc;
-	if ((!S_ISREG(a.mode) && !S_ISDIR(a.mode)) || ino <= KV_ROOT_INO ||
-	    ino > INT64_MAX)
+	if (ino <= KV_ROOT_INO || ino > INT64_MAX)
 		return -EINVAL;
-	a.size = 0;
-	return idx_create_in(idx, parent, name, attr, &a, NULL, ino);
+	return idx_create_in(idx, parent, name, attr, &a, target, ino);
+}
+
+static int idx_link_txn(struct idx *idx, uint64_t ino, uint64_t parent,
+			const char *name, int64_t now_ns, struct idx_attr *a)
+{
+	sqlite3_stmt *st = idx->st[SID_INSERT_DENTRY];
+	int rc = idx_inode(idx, ino, a);
+
+	if (rc == 0 || (rc > 0 && a->nlink == 0))
+		return -ENOENT;
+	if (rc < 0)
+		return rc;
+	if (S_ISDIR(a->mode))
+		return -EPERM;
+	if (a->nlink >= IDX_LINK_MAX)
+		return -EMLINK;
+	rc = idx_can_add(idx, parent, name);
+	if (rc)
+		return rc;
+	idx_bind_i64(st, 1, (int64_t)parent);
+	idx_bind_text(st, 2, name);
+	idx_bind_i64(st, 3, (int64_t)ino);
+	rc = idx_run(idx, st, __func__);
+	if (!rc)
+		rc = idx_touch_dir(idx, parent, 0, now_ns);
+	if (!rc)
+		rc = idx_set_nlink(idx, ino, a->nlink + 1, now_ns);
+	if (!rc) {
+		a->nlink++;
+		a->ctime_ns = now_ns;
+	}
+	return rc;
+}
+
+int idx_link(struct idx *idx, uint64_t ino, uint64_t parent, const char *name,
+	     int64_t now_ns, struct idx_attr *out)
+{
+	struct idx_attr a;
+	int rc = idx_check_new_name(name);
+
+	if (rc)
+		return rc;
+	rc = idx_enter(idx, 1);
+	if (!rc)
+		rc = idx_leave(
+			idx, idx_link_txn(idx, ino, parent, name, now_ns, &a));
+	if (!rc)
+		*out = a;
+	return rc;
 }
 
 int idx_readlink(struct idx *idx, uint64_t ino, char *buf, size_t len)
@@ -876,58 +942,6 @@ int idx_purge_orphans(struct idx *idx, idx_extent_fn fn, void *arg)
 	for (size_t i = 0; rc >= 0 && fn && i < xs.n; i++)
 		fn(arg, &xs.v[i]);
 	free(xs.v);
-	return rc;
-}
-
-/* idx_path()'s walk, in a read transaction: names from ino up, reversed. */
-static int idx_path_txn(struct idx *idx, uint64_t ino, char *buf, size_t len)
-{
-	sqlite3_stmt *st = idx->st[SID_NAME_OF];
-	size_t end = len - 1;
-	int depth = 0, rc = 0;
-
-	buf[end] = '\0';
-	while (ino != KV_ROOT_INO && rc == 0) {
-		const char *name;
-		size_t n;
-
-		if (++depth > IDX_PATH_DEPTH)
-			return -ELOOP;
-		idx_bind_i64(st, 1, (int64_t)ino);
-		rc = IDX_STEP(idx, st);
-		if (rc == 1) {
-			ino = (uint64_t)sqlite3_column_int64(st, 0);
-			name = (const char *)sqlite3_column_text(st, 1);
-			n = name ? strlen(name) : 0;
-			if (n + 1 > end)
-				rc = -ENAMETOOLONG;
-			else {
-				end -= n;
-				memcpy(buf + end, name, n);
-				buf[--end] = '/';
-				rc = 0;
-			}
-		} else if (rc == 0) {
-			rc = -ENOENT;
-		}
-		idx_done(st);
-	}
-	if (rc == 0 && end == len - 1)
-		buf[--end] = '/';
-	if (rc == 0)
-		memmove(buf, buf + end, len - end);
-	return rc;
-}
-
-int idx_path(struct idx *idx, uint64_t ino, char *buf, size_t len)
-{
-	int rc;
-
-	if (len < 2)
-		return -ENAMETOOLONG;
-	rc = idx_enter(idx, 0);
-	if (!rc)
-		rc = idx_leave(idx, idx_path_txn(idx, ino, buf, len));
 	return rc;
 }
 

@@ -17,17 +17,21 @@
  *      file_id 0, hdr_len -2 (KV_EXT_LARGE), rec_off the inode. The
  *      tables are the same; a release that knows only version 2 would
  *      take such a file for one with no record, so it must refuse.
+ *   4  version 3 plus inodes.rdev: the device number of character and
+ *      block device nodes, which kvfs makes since this version (with
+ *      FIFOs and sockets, and hard links: several dentries per file).
  *
- * idx_open() creates a new index at version 3, upgrades a version-1 or -2
- * index to 3 in one transaction (creating horizons when it is missing;
- * every other table is left as it is) and logs one line saying so, and
- * refuses a version above 3 with -EPROTONOSUPPORT. A version below 1, or a
+ * idx_open() creates a new index at version 4, upgrades a version-1, -2
+ * or -3 index to 4 in one transaction (creating horizons when it is
+ * missing, adding the rdev column; every other table is left as it is)
+ * and logs one line saying so, and refuses a version above 4 with
+ * -EPROTONOSUPPORT. A version below 1, or a
  * version whose tables are missing, is not a kvfs database (-EMEDIUMTYPE).
  *
- * Layout, format version 3:
+ * Layout, format version 4:
  *
  *   PRAGMA application_id = 0x4b564653 ("KVFS")
- *   PRAGMA user_version   = 3 (IDX_FORMAT_VERSION)
+ *   PRAGMA user_version   = 4 (IDX_FORMAT_VERSION)
  *
  *   inodes      one row per inode, orphans (nlink 0) included
  *     ino       INTEGER PRIMARY KEY AUTOINCREMENT: never reused, root is 1
@@ -45,6 +49,7 @@
  *               chunk of the payload; NULL when there is no record
  *     target    TEXT: a symlink's target, NULL for everything else
  *     lru_ns    last use for eviction (idx_touch), not the visible atime
+ *     rdev      st_rdev of a character or block device node, else 0
  *   dentries    one row per name
  *     id        INTEGER PRIMARY KEY AUTOINCREMENT: the readdir cookie, never
  *               reused; a rename keeps the moved entry's id
@@ -72,8 +77,8 @@
  *               ".tmp": the stale temp-file sweep)
  *
  * The root directory has no dentry. A directory has exactly one dentry; a
- * regular file may have several (nlink counts them), though kvfs itself never
- * makes a second one.
+ * regular file, FIFO, socket, device node or symlink may have several
+ * (hard links: nlink counts them).
  *
  * Locking: every function here runs inside idx_open() with idx->lock held
  * and idx->opening set; other processes are kept out by SQLite's own
@@ -113,7 +118,8 @@ static const char idx_schema_sql[] =
 	" rec_len INTEGER NOT NULL DEFAULT 0,"
 	" crcs BLOB,"
 	" target TEXT,"
-	" lru_ns INTEGER NOT NULL DEFAULT 0);"
+	" lru_ns INTEGER NOT NULL DEFAULT 0,"
+	" rdev INTEGER NOT NULL DEFAULT 0);"
 	"CREATE TABLE dentries ("
 	" id INTEGER PRIMARY KEY AUTOINCREMENT,"
 	" parent INTEGER NOT NULL,"
@@ -282,7 +288,7 @@ int idx_create_schema(struct idx *idx, uint32_t root_mode, uint32_t root_uid,
 int idx_upgrade_schema(struct idx *idx)
 {
 	char pragma[64];
-	int64_t ver = 0;
+	int64_t ver = 0, has_rdev = 0;
 	int rc;
 
 	rc = idx_exec(idx, "BEGIN IMMEDIATE");
@@ -299,10 +305,19 @@ int idx_upgrade_schema(struct idx *idx)
 		 IDX_FORMAT_VERSION);
 	/*
 	 * 1 -> 2: the horizons table, which version 1 made on first use;
-	 * 2 -> 3: nothing but the number.
+	 * 2 -> 3: nothing but the number; 3 -> 4: the rdev column.
 	 */
 	if (!rc && ver < 2)
 		rc = idx_exec(idx, IDX_HORIZONS_SQL);
+	/* (A file whose number was lowered by hand may have it already.) */
+	if (!rc && ver < 4)
+		rc = idx_query_int(idx,
+				   "SELECT count(*) FROM pragma_table_info("
+				   "'inodes') WHERE name = 'rdev'",
+				   &has_rdev);
+	if (!rc && ver < 4 && !has_rdev)
+		rc = idx_exec(idx, "ALTER TABLE inodes ADD COLUMN rdev INTEGER "
+				   "NOT NULL DEFAULT 0;");
 	if (!rc)
 		rc = idx_exec(idx, pragma);
 	if (!rc)

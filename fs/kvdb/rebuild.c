@@ -247,7 +247,8 @@ static int rebuild_mkdirs(struct rebuild *b, struct idx *idx, const char *path,
 			return -ENOTDIR;
 		if (rc == -ENOENT) {
 			a = rebuild_attr(b, S_IFDIR | 0755);
-			rc = idx_create_ino(idx, dir, name, &a, b->next_ino++);
+			rc = idx_create_ino(idx, dir, name, &a, NULL,
+					    b->next_ino++);
 			if (rc == 0)
 				b->r->dirs++;
 		}
@@ -296,7 +297,7 @@ static int rebuild_add(struct rebuild *b, struct idx *idx, size_t i,
 	else
 		rc = rebuild_mkdirs(b, idx, path, dlen, &dir);
 	if (rc == 0)
-		rc = idx_create_ino(idx, dir, slash + 1, &a, r->ino);
+		rc = idx_create_ino(idx, dir, slash + 1, &a, NULL, r->ino);
 	if (rc == -ENOTDIR || rc == -EEXIST)
 		return rebuild_left_out(b->r, path, r->ino,
 					rc == -EEXIST

@@ -187,8 +187,9 @@ static void test_open_newer_version(void **state)
 
 /* ---- format versions ---- */
 
-#define UPGRADED "upgraded the index from format version 1 to 3"
-#define UPGRADED2 "upgraded the index from format version 2 to 3"
+#define UPGRADED "upgraded the index from format version 1 to 4"
+#define UPGRADED2 "upgraded the index from format version 2 to 4"
+#define UPGRADED3 "upgraded the index from format version 3 to 4"
 #define NO_HORIZONS "SELECT count(*) FROM sqlite_schema WHERE name = 'horizons'"
 /* The schema apart from horizons, which version 2 adds. */
 #define V1_SCHEMA                                                              \
@@ -208,6 +209,7 @@ static void fx_make_v1(struct fx *f, int with_horizons)
 	f->idx = NULL;
 	if (!with_horizons)
 		sql_exec(f->db, "DROP TABLE horizons");
+	sql_exec(f->db, "ALTER TABLE inodes DROP COLUMN rdev");
 	sql_exec(f->db, "PRAGMA user_version = 1");
 	assert_sql_text(f->db, "PRAGMA user_version", "1");
 	assert_sql_text(f->db, NO_HORIZONS, with_horizons ? "1" : "0");
@@ -259,19 +261,45 @@ static void assert_horizons_usable(struct fx *f, uint32_t id, uint64_t off)
 	assert_int_equal(offs[0], off);
 }
 
-static void test_new_db_is_version_3(void **state)
+static void test_new_db_is_version_4(void **state)
 {
 	struct fx *f = *state;
 
-	assert_int_equal(IDX_FORMAT_VERSION, 3);
-	assert_sql_text(f->db, "PRAGMA user_version", "3");
+	assert_int_equal(IDX_FORMAT_VERSION, 4);
+	assert_sql_text(f->db, "PRAGMA user_version", "4");
 	assert_sql_text(f->db, NO_HORIZONS, "1");
 	assert_horizons_usable(f, 5, 8192);
 	/* Opening a current index changes nothing and says nothing. */
 	idx_close(f->idx);
 	f->idx = NULL;
 	assert_int_equal(fx_open_logged(f, "index"), 0);
-	assert_sql_text(f->db, "PRAGMA user_version", "3");
+	assert_sql_text(f->db, "PRAGMA user_version", "4");
+}
+
+/*
+ * A version-3 index (no rdev column) becomes version 4 with one log line:
+ * the column is added (0 for every inode), nothing else changes.
+ */
+static void test_upgrade_from_v3(void **state)
+{
+	struct fx *f = *state;
+	uint64_t file = mkfile(f, KV_ROOT_INO, "f");
+	char *before, *after;
+
+	give_extent(f, file, 3, 8192, 1000);
+	idx_close(f->idx);
+	f->idx = NULL;
+	before = sql_text(f->db, V1_SCHEMA);
+	sql_exec(f->db, "ALTER TABLE inodes DROP COLUMN rdev");
+	sql_exec(f->db, "PRAGMA user_version = 3");
+	assert_int_equal(fx_open_logged(f, UPGRADED3), 1);
+	assert_sql_text(f->db, "PRAGMA user_version", "4");
+	after = sql_text(f->db, V1_SCHEMA);
+	assert_string_equal(after, before);
+	free(before);
+	free(after);
+	assert_int_equal(getattr_ok(f, file).ext.file_id, 3);
+	assert_int_equal(getattr_ok(f, file).rdev, 0);
 }
 
 /*
@@ -287,10 +315,11 @@ static void test_upgrade_from_v2(void **state)
 	give_extent(f, file, 3, 8192, 1000);
 	idx_close(f->idx);
 	f->idx = NULL;
-	sql_exec(f->db, "PRAGMA user_version = 2");
 	before = sql_text(f->db, V1_SCHEMA);
+	sql_exec(f->db, "ALTER TABLE inodes DROP COLUMN rdev");
+	sql_exec(f->db, "PRAGMA user_version = 2");
 	assert_int_equal(fx_open_logged(f, UPGRADED2), 1);
-	assert_sql_text(f->db, "PRAGMA user_version", "3");
+	assert_sql_text(f->db, "PRAGMA user_version", "4");
 	after = sql_text(f->db, V1_SCHEMA);
 	assert_string_equal(after, before);
 	free(before);
@@ -315,11 +344,13 @@ static void test_upgrade_from_v1(void **state)
 
 	give_extent(f, file, 3, 8192, 1000);
 	assert_int_equal(idx_setxattr(f->idx, file, "user.k", "v", 1, 0), 0);
-	fx_make_v1(f, 0);
+	idx_close(f->idx);
+	f->idx = NULL;
 	before = sql_text(f->db, V1_SCHEMA);
+	fx_make_v1(f, 0);
 
 	assert_int_equal(fx_open_logged(f, UPGRADED), 1);
-	assert_sql_text(f->db, "PRAGMA user_version", "3");
+	assert_sql_text(f->db, "PRAGMA user_version", "4");
 	assert_sql_text(f->db, NO_HORIZONS, "1");
 	after = sql_text(f->db, V1_SCHEMA);
 	assert_string_equal(after, before);
@@ -337,7 +368,7 @@ static void test_upgrade_from_v1(void **state)
 
 	assert_horizons_usable(f, 3, 4096);
 
-	/* Once is enough: the next open finds version 3. */
+	/* Once is enough: the next open finds version 4. */
 	idx_close(f->idx);
 	f->idx = NULL;
 	assert_int_equal(fx_open_logged(f, UPGRADED), 0);
@@ -356,7 +387,7 @@ static void test_upgrade_from_v1_with_horizons(void **state)
 	fx_make_v1(f, 1);
 
 	assert_int_equal(fx_open_logged(f, UPGRADED), 1);
-	assert_sql_text(f->db, "PRAGMA user_version", "3");
+	assert_sql_text(f->db, "PRAGMA user_version", "4");
 	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 4), 2);
 	assert_int_equal(ids[0], 2);
 	assert_int_equal(offs[0], 4096);
@@ -365,8 +396,8 @@ static void test_upgrade_from_v1_with_horizons(void **state)
 	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "f"), file);
 }
 
-/* Version 4 is newer than this kvfs: refused, and the file is left alone. */
-static void test_open_version_4(void **state)
+/* Version 5 is newer than this kvfs: refused, and the file is left alone. */
+static void test_open_version_5(void **state)
 {
 	struct fx *f = *state;
 	struct idx *idx = (struct idx *)1;
@@ -376,7 +407,7 @@ static void test_open_version_4(void **state)
 	mkfile(f, KV_ROOT_INO, "a");
 	idx_close(f->idx);
 	f->idx = NULL;
-	sql_exec(f->db, "PRAGMA user_version = 4");
+	sql_exec(f->db, "PRAGMA user_version = 5");
 	before = read_file(f->db, &blen);
 	assert_int_equal(idx_open(&idx, f->db, 0755, 0, 0), -EPROTONOSUPPORT);
 	assert_null(idx);
@@ -385,7 +416,7 @@ static void test_open_version_4(void **state)
 	assert_memory_equal(after, before, blen);
 	free(before);
 	free(after);
-	assert_sql_text(f->db, "PRAGMA user_version", "4");
+	assert_sql_text(f->db, "PRAGMA user_version", "5");
 }
 
 /* Version 2 promises the horizons table: without it, not a kvfs index. */
@@ -1046,11 +1077,12 @@ int main(void)
 		T(test_open_garbage),
 		T(test_open_other_application),
 		T(test_open_newer_version),
-		T(test_new_db_is_version_3),
+		T(test_new_db_is_version_4),
 		T(test_upgrade_from_v2),
+		T(test_upgrade_from_v3),
 		T(test_upgrade_from_v1),
 		T(test_upgrade_from_v1_with_horizons),
-		T(test_open_version_4),
+		T(test_open_version_5),
 		T(test_v2_without_horizons),
 		T(test_open_missing_dir),
 		T(test_corrupt_db_gives_eio),

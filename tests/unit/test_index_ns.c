@@ -932,6 +932,48 @@ static void test_path(void **state)
 	assert_int_equal(idx_path(f->idx, x, buf, sizeof(buf)), -ENOENT);
 }
 
+/* idx_link and idx_names: hard links across directories. */
+static void test_link(void **state)
+{
+	struct fx *f = *state;
+	struct idx_attr a;
+	char buf[64];
+	size_t used;
+	uint64_t d, e, x;
+
+	d = mkdir_(f, KV_ROOT_INO, "d");
+	e = mkdir_(f, KV_ROOT_INO, "e");
+	x = mkfile(f, d, "x");
+	assert_int_equal(idx_link(f->idx, x, e, "y", NOW + 1, &a), 0);
+	assert_int_equal(a.ino, x);
+	assert_int_equal(a.nlink, 2);
+	assert_int_equal(a.ctime_ns, NOW + 1);
+	assert_int_equal(lookup_ino(f, e, "y"), x);
+	assert_int_equal(getattr_ok(f, x).nlink, 2);
+	assert_int_equal(getattr_ok(f, e).mtime_ns, NOW + 1);
+	assert_int_equal(idx_names(f->idx, x, buf, sizeof(buf), &used), 2);
+	assert_int_equal(used, sizeof("/d/x") + sizeof("/e/y"));
+	assert_memory_equal(buf, "/d/x\0/e/y", used);
+	assert_int_equal(idx_names(f->idx, x, buf, 6, &used), -ENAMETOOLONG);
+	/* Refusals: a name in use, a directory, no such inode or parent. */
+	assert_int_equal(idx_link(f->idx, x, d, "x", NOW, &a), -EEXIST);
+	assert_int_equal(idx_link(f->idx, d, e, "dd", NOW, &a), -EPERM);
+	assert_int_equal(idx_link(f->idx, 98765, e, "z", NOW, &a), -ENOENT);
+	assert_int_equal(idx_link(f->idx, x, 98765, "z", NOW, &a), -ENOENT);
+	assert_int_equal(idx_link(f->idx, x, x, "z", NOW, &a), -ENOTDIR);
+	assert_int_equal(idx_link(f->idx, x, e, "", NOW, &a), -EINVAL);
+	/* One name goes, the other stays; the last one makes an orphan. */
+	assert_int_equal(unl(f, d, "x", 0), 0);
+	assert_int_equal(getattr_ok(f, x).nlink, 1);
+	assert_int_equal(idx_names(f->idx, x, buf, sizeof(buf), &used), 1);
+	assert_string_equal(buf, "/e/y");
+	assert_int_equal(unl(f, e, "y", 0), 0);
+	assert_int_equal(idx_names(f->idx, x, buf, sizeof(buf), &used),
+			 -ENOENT);
+	/* An orphan cannot get a name back (ext4 says ENOENT too). */
+	assert_int_equal(idx_link(f->idx, x, e, "back", NOW, &a), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -957,6 +999,7 @@ int main(void)
 		T(test_lookup_batch),
 		T(test_xattrs),
 		T(test_path),
+		T(test_link),
 	};
 
 	/* Expected refusals log errors; info lines would only be noise. */

@@ -254,10 +254,11 @@ static void test_create_ino(void **state)
 	uint64_t later;
 
 	a.size = 77; /* ignored: a new file has no record */
-	assert_int_equal(idx_create_ino(f->idx, KV_ROOT_INO, "dir", &d, 40), 0);
+	assert_int_equal(
+		idx_create_ino(f->idx, KV_ROOT_INO, "dir", &d, NULL, 40), 0);
 	assert_int_equal(d.ino, 40);
 	assert_int_equal(d.nlink, 2);
-	assert_int_equal(idx_create_ino(f->idx, 40, "f", &a, 1000), 0);
+	assert_int_equal(idx_create_ino(f->idx, 40, "f", &a, NULL, 1000), 0);
 	assert_int_equal(a.ino, 1000);
 	assert_int_equal(a.nlink, 1);
 	assert_int_equal(a.size, 0);
@@ -268,7 +269,7 @@ static void test_create_ino(void **state)
 	assert_int_equal(nlink_of(f, KV_ROOT_INO), 3);
 	/* Numbers below an existing one may still be used ... */
 	a = new_attr(S_IFREG | 0644);
-	assert_int_equal(idx_create_ino(f->idx, 40, "g", &a, 500), 0);
+	assert_int_equal(idx_create_ino(f->idx, 40, "g", &a, NULL, 500), 0);
 	/* ... and plain creates number above every inode so far. */
 	later = mkfile(f, KV_ROOT_INO, "later");
 	assert_true(later > 1000);
@@ -281,36 +282,56 @@ static void test_create_ino_errors(void **state)
 	struct idx_attr a = new_attr(S_IFREG | 0644);
 	uint64_t dir = mkdir_(f, KV_ROOT_INO, "d"), file;
 
-	assert_int_equal(idx_create_ino(f->idx, dir, "x", &a, 100), 0);
+	assert_int_equal(idx_create_ino(f->idx, dir, "x", &a, NULL, 100), 0);
 	file = a.ino;
 	/* An inode number in use, even under another name. */
 	a = new_attr(S_IFREG | 0644);
-	assert_int_equal(idx_create_ino(f->idx, dir, "y", &a, 100), -EEXIST);
-	assert_int_equal(idx_create_ino(f->idx, dir, "y", &a, dir), -EEXIST);
+	assert_int_equal(idx_create_ino(f->idx, dir, "y", &a, NULL, 100),
+			 -EEXIST);
+	assert_int_equal(idx_create_ino(f->idx, dir, "y", &a, NULL, dir),
+			 -EEXIST);
 	/* A name in use. */
-	assert_int_equal(idx_create_ino(f->idx, dir, "x", &a, 101), -EEXIST);
-	/* Not a file or a directory, or not a number it may give. */
+	assert_int_equal(idx_create_ino(f->idx, dir, "x", &a, NULL, 101),
+			 -EEXIST);
+	/* A symlink without a target, a bad type, or a number it may not give. */
 	a = new_attr(S_IFLNK | 0777);
-	assert_int_equal(idx_create_ino(f->idx, dir, "l", &a, 102), -EINVAL);
-	a = new_attr(S_IFIFO | 0644);
-	assert_int_equal(idx_create_ino(f->idx, dir, "p", &a, 103), -EINVAL);
-	a = new_attr(S_IFREG | 0644);
-	assert_int_equal(idx_create_ino(f->idx, dir, "r", &a, KV_ROOT_INO),
+	assert_int_equal(idx_create_ino(f->idx, dir, "l", &a, NULL, 102),
 			 -EINVAL);
-	assert_int_equal(idx_create_ino(f->idx, dir, "z", &a, 0), -EINVAL);
+	a = new_attr(0644);
+	assert_int_equal(idx_create_ino(f->idx, dir, "p", &a, NULL, 103),
+			 -EINVAL);
+	/* Special files and symlinks keep their device number and target. */
+	a = new_attr(S_IFCHR | 0600);
+	a.rdev = 0x0103;
+	assert_int_equal(idx_create_ino(f->idx, dir, "c", &a, NULL, 110), 0);
+	assert_int_equal(idx_getattr(f->idx, 110, &a), 0);
+	assert_int_equal(a.rdev, 0x0103);
+	assert_true(S_ISCHR(a.mode));
+	a = new_attr(S_IFLNK | 0777);
+	assert_int_equal(idx_create_ino(f->idx, dir, "s", &a, "t/u", 111), 0);
+	assert_int_equal(a.size, 3);
+	a = new_attr(S_IFREG | 0644);
 	assert_int_equal(
-		idx_create_ino(f->idx, dir, "big", &a, (uint64_t)INT64_MAX + 1),
+		idx_create_ino(f->idx, dir, "r", &a, NULL, KV_ROOT_INO),
 		-EINVAL);
+	assert_int_equal(idx_create_ino(f->idx, dir, "z", &a, NULL, 0),
+			 -EINVAL);
+	assert_int_equal(idx_create_ino(f->idx, dir, "big", &a, NULL,
+					(uint64_t)INT64_MAX + 1),
+			 -EINVAL);
 	/* Parents that cannot hold it. */
-	assert_int_equal(idx_create_ino(f->idx, 9999, "n", &a, 104), -ENOENT);
-	assert_int_equal(idx_create_ino(f->idx, file, "n", &a, 105), -ENOTDIR);
-	assert_int_equal(idx_create_ino(f->idx, dir, "", &a, 106), -EINVAL);
+	assert_int_equal(idx_create_ino(f->idx, 9999, "n", &a, NULL, 104),
+			 -ENOENT);
+	assert_int_equal(idx_create_ino(f->idx, file, "n", &a, NULL, 105),
+			 -ENOTDIR);
+	assert_int_equal(idx_create_ino(f->idx, dir, "", &a, NULL, 106),
+			 -EINVAL);
 	assert_absent(f, dir, "y");
 	assert_absent(f, dir, "l");
 	assert_absent(f, dir, "n");
 	assert_int_equal(idx_getattr(f->idx, 101, &a), -ENOENT);
 	assert_int_equal(idx_getattr(f->idx, 102, &a), -ENOENT);
-	statfs_eq(f, 3, 0);
+	statfs_eq(f, 5, 0); /* dir, x, c, s and the root */
 }
 
 static void test_count(void **state)
