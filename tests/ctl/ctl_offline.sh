@@ -24,22 +24,6 @@
 #    blocks and exits 1 (all repaired), fsck after it exits 0.
 . "$(dirname "$0")/lib.sh"
 
-# records DATADIR: "path file_id offset header_length length" of every
-# named regular file with a record, in data-file order (read with sqlite3,
-# independently of kvfsctl).
-records() {
-	sqlite3 -readonly "$1/index.db" "
-		WITH RECURSIVE p(ino, path) AS (
-			SELECT 1, ''
-			UNION ALL
-			SELECT d.ino, p.path || '/' || d.name
-			FROM dentries AS d JOIN p ON d.parent = p.ino)
-		SELECT p.path, i.file_id, i.rec_off, i.hdr_len, i.rec_len
-		FROM p JOIN inodes AS i ON i.ino = p.ino
-		WHERE i.file_id != 0 ORDER BY i.file_id, i.rec_off" |
-		tr '|' ' '
-}
-
 kc_init
 command -v sqlite3 >/dev/null || t_skip "no sqlite3 (Debian package sqlite3)"
 t_target

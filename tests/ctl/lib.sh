@@ -65,6 +65,22 @@ kc_fails() {
 	t_log "refused as expected: $* -> $(head -n 1 "$T_TMP/err")"
 }
 
+# records DATADIR: "path file_id offset header_length length" of every
+# named regular file with a record, in data-file order (read with sqlite3,
+# independently of kvfsctl).
+records() {
+	sqlite3 -readonly "$1/index.db" "
+		WITH RECURSIVE p(ino, path) AS (
+			SELECT 1, ''
+			UNION ALL
+			SELECT d.ino, p.path || '/' || d.name
+			FROM dentries AS d JOIN p ON d.parent = p.ino)
+		SELECT p.path, i.file_id, i.rec_off, i.hdr_len, i.rec_len
+		FROM p JOIN inodes AS i ON i.ino = p.ino
+		WHERE i.file_id != 0 ORDER BY i.file_id, i.rec_off" |
+		tr '|' ' '
+}
+
 # expect CMD... = LINE: the helper's output must be LINE.
 expect() {
 	local want=${*: -1} got
