@@ -94,8 +94,7 @@ int store_hdr_decode(const void *hdr, size_t avail, struct store_hdr *out)
 	out->type = record_le32(p + 12);
 	out->hdr_len = record_le32(p + 16);
 	if (out->hdr_len < KV_ALIGN || out->hdr_len % KV_ALIGN != 0 ||
-	    (out->type != STORE_REC_DATA && out->type != STORE_REC_NAME &&
-	     out->type != STORE_REC_EXTENT))
+	    out->type < STORE_REC_DATA || out->type > STORE_REC_MOVE)
 		return -EINVAL;
 	if (avail < out->hdr_len)
 		return -EAGAIN;

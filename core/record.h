@@ -45,6 +45,26 @@
 #define STORE_REC_NAME 2u
 /* The header of an extent file (extfile.h), never in a data file. */
 #define STORE_REC_EXTENT 3u
+/*
+ * A FIFO, socket, device node or symlink (no payload): the path field is
+ * "MODE RDEV" (octal st_mode, decimal st_rdev), a NUL, the symlink's
+ * target (empty for the others), a NUL, then its names, each ended by a
+ * NUL. No names: the inode is gone (its last name was removed).
+ */
+#define STORE_REC_NODE 4u
+/*
+ * A directory renamed (ino: the directory): the path field is the old
+ * path, a NUL, the new path. Every path recorded before it that starts
+ * with the old path and a '/' is now under the new one.
+ */
+#define STORE_REC_MOVE 5u
+/*
+ * A name record's path field holds every name of the file, each but the
+ * last followed by a NUL (one name: just the path, as it always was).
+ * Name, node and move records are "metadata records": no payload.
+ */
+/* Longest path field of a metadata record (the names of a hard-linked file). */
+#define STORE_META_MAX (64u * 1024u)
 /* Longest path a header records (PATH_MAX). */
 #define STORE_PATH_MAX 4096u
 /* Bytes of a header before the chunk CRCs. */

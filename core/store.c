@@ -520,12 +520,11 @@ uint64_t store_names_bytes(struct store *st)
  * one write; with type 0 only the pre records.
  */
 static int store_append_rec(struct store *st, uint32_t type, uint64_t ino,
-			    const char *path, const struct iovec *data,
-			    int ndata, uint64_t len, uint32_t *crcs,
-			    struct iovec *pre, unsigned npre,
+			    const char *path, size_t path_len,
+			    const struct iovec *data, int ndata, uint64_t len,
+			    uint32_t *crcs, struct iovec *pre, unsigned npre,
 			    uint64_t pre_bytes, struct kv_extent *ext)
 {
-	size_t path_len = type ? strlen(path) : 0;
 	uint32_t hdr_len = type ? store_hdr_len(len, path_len) : 0;
 	int nrec = type ? ndata + 1 : 0, niov = (int)npre + nrec;
 	struct iovec *iov = NULL;
@@ -534,7 +533,8 @@ static int store_append_rec(struct store *st, uint32_t type, uint64_t ino,
 	void *hdr = NULL;
 	int rc, done;
 
-	if (path_len > STORE_PATH_MAX) {
+	if (path_len >
+	    (type == STORE_REC_DATA ? STORE_PATH_MAX : STORE_META_MAX)) {
 		rc = -ENAMETOOLONG;
 		goto out_free;
 	}
@@ -610,8 +610,8 @@ int store_append_iov(struct store *st, uint64_t ino, const char *path,
 	if (strlen(path) > STORE_PATH_MAX)
 		return -ENAMETOOLONG;
 	npre = store_take_names(st, pre, &pre_bytes);
-	return store_append_rec(st, STORE_REC_DATA, ino, path, iov,
-				len ? iovcnt : 0, len, crcs, pre, npre,
+	return store_append_rec(st, STORE_REC_DATA, ino, path, strlen(path),
+				iov, len ? iovcnt : 0, len, crcs, pre, npre,
 				pre_bytes, ext);
 }
 
@@ -635,8 +635,8 @@ int store_flush_names(struct store *st)
 
 	if (n == 0)
 		return 0;
-	rc = store_append_rec(st, 0, 0, NULL, NULL, 0, 0, NULL, pre, n, bytes,
-			      &ext);
+	rc = store_append_rec(st, 0, 0, NULL, 0, NULL, 0, 0, NULL, pre, n,
+			      bytes, &ext);
 	if (rc == 0)
 		store_append_done(st, ext.file_id);
 	return rc;
@@ -644,27 +644,35 @@ int store_flush_names(struct store *st)
 
 int store_append_name(struct store *st, uint64_t ino, const char *path)
 {
-	size_t path_len = strlen(path);
+	return store_append_meta(st, STORE_REC_NAME, ino, path, strlen(path));
+}
+
+int store_append_meta(struct store *st, uint32_t type, uint64_t ino,
+		      const char *path, size_t path_len)
+{
 	struct kv_extent ext;
 	uint32_t hdr_len;
 	void *hdr;
 	int full, rc;
 
+	if (type != STORE_REC_NAME && type != STORE_REC_NODE &&
+	    type != STORE_REC_MOVE)
+		return -EINVAL;
+	if (path_len > STORE_META_MAX)
+		return -ENAMETOOLONG;
 	if (!st->batch_names) {
-		rc = store_append_rec(st, STORE_REC_NAME, ino, path, NULL, 0, 0,
+		rc = store_append_rec(st, type, ino, path, path_len, NULL, 0, 0,
 				      NULL, NULL, 0, 0, &ext);
 		if (rc == 0)
 			store_append_done(st, ext.file_id);
 		return rc;
 	}
-	if (path_len > STORE_PATH_MAX)
-		return -ENAMETOOLONG;
 	hdr_len = store_hdr_len(0, path_len);
 	if (posix_memalign(&hdr, KV_ALIGN, hdr_len) != 0)
 		return -ENOMEM;
 	/* The sequence number says when: the record may go out later. */
-	store_hdr_encode(hdr, STORE_REC_NAME, atomic_fetch_add(&st->seq, 1),
-			 ino, 0, NULL, path, path_len);
+	store_hdr_encode(hdr, type, atomic_fetch_add(&st->seq, 1), ino, 0, NULL,
+			 path, path_len);
 	rc = 0;
 	/* When as many are kept back as it keeps: those go out first. */
 	for (int tries = 0; tries < 2; tries++) {

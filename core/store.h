@@ -87,6 +87,13 @@ int store_append_iov(struct store *st, uint64_t ino, const char *path,
  * see store_config; the record's sequence number is taken now).
  */
 int store_append_name(struct store *st, uint64_t ino, const char *path);
+/*
+ * The same for any metadata record (record.h): type STORE_REC_NAME, _NODE
+ * or _MOVE, whose path field is the len bytes at blob (NULs allowed; at
+ * most STORE_META_MAX, else -ENAMETOOLONG).
+ */
+int store_append_meta(struct store *st, uint32_t type, uint64_t ino,
+		      const char *blob, size_t len);
 /* Writes the name records kept back (batch_names), in one append. */
 int store_flush_names(struct store *st);
 /* Bytes of the name records kept back, not yet in a data file. */

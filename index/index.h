@@ -366,6 +366,9 @@ int idx_link(struct idx *idx, uint64_t ino, uint64_t parent, const char *name,
  */
 int idx_names(struct idx *idx, uint64_t ino, char *buf, size_t len,
 	      size_t *used);
+/* One name of ino: its directory and entry name. 0, -ENOENT or -errno. */
+int idx_name_of(struct idx *idx, uint64_t ino, uint64_t *parent, char *name,
+		size_t len);
 
 /* What the index holds (idx_count). */
 struct idx_counts {

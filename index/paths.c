@@ -8,6 +8,7 @@
 #include "index_int.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 const char *const idx_path_sql[IDX_NSTMT] = {
@@ -111,6 +112,32 @@ static int idx_names_txn(struct idx *idx, uint64_t ino, char *buf, size_t len,
 	}
 	idx_done(st);
 	return rc < 0 ? rc : n;
+}
+
+int idx_name_of(struct idx *idx, uint64_t ino, uint64_t *parent, char *name,
+		size_t len)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	idx_lock(idx);
+	st = idx->st[SID_NAME_OF];
+	idx_bind_i64(st, 1, (int64_t)ino);
+	rc = IDX_STEP(idx, st);
+	if (rc == 1) {
+		const char *n = (const char *)sqlite3_column_text(st, 1);
+
+		*parent = (uint64_t)sqlite3_column_int64(st, 0);
+		rc = !n ? -ENOMEM
+		     : (size_t)snprintf(name, len, "%s", n) >= len
+			     ? -ENAMETOOLONG
+			     : 0;
+	} else if (rc == 0) {
+		rc = -ENOENT;
+	}
+	idx_done(st);
+	idx_unlock(idx);
+	return rc;
 }
 
 int idx_names(struct idx *idx, uint64_t ino, char *buf, size_t len,

@@ -557,6 +557,7 @@ void fs_fill_stat(struct fs *fs, struct stat *st, const struct idx_attr *a)
 	st->st_ino = a->ino;
 	st->st_mode = a->mode;
 	st->st_nlink = a->nlink;
+	st->st_rdev = (dev_t)a->rdev;
 	st->st_uid = a->uid;
 	st->st_gid = a->gid;
 	/* Directories look like ext4's smallest ones to tools like du. */
@@ -586,6 +587,18 @@ int node_unname(struct fs *fs, const struct idx_name *e, int evict)
 		return 0;
 	vc_bump(fs->vc, e->parent, e->name, 0, 0);
 	notify_entry(fs->notify, e->parent, e->name);
+	/* An evicted file's bytes go: every name of it (hard links) goes. */
+	while (evict && nlink > 0) {
+		struct idx_name o = {.ino = ino};
+
+		if (idx_name_of(fs->idx, ino, &o.parent, o.name,
+				sizeof(o.name)) < 0 ||
+		    idx_unlink(fs->idx, o.parent, o.name, 0, now, &ino,
+			       &nlink) < 0)
+			break;
+		vc_bump(fs->vc, o.parent, o.name, 0, 0);
+		notify_entry(fs->notify, o.parent, o.name);
+	}
 	node_relink(fs, ino, nlink, now, evict);
 	return 1;
 }

@@ -26,6 +26,7 @@
 #include "fileio.h"
 #include "fs.h"
 #include "lookup.h"
+#include "names.h"
 #include "node.h"
 #include "notify.h"
 #include "ops.h"
@@ -247,7 +248,8 @@ out_unlock:
  * returns its node, pinned and with one kernel lookup.
  */
 static int fs_make(fuse_req_t req, fuse_ino_t parent, const char *name,
-		   mode_t mode, const char *target, struct node **out)
+		   mode_t mode, const char *target, dev_t rdev,
+		   struct node **out)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct fs *fs = fs_of(req);
@@ -261,6 +263,7 @@ static int fs_make(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (fs_ctl_reserved(parent, name))
 		return fs_ctl_ino(parent) ? -EPERM : -EEXIST;
 	a.mode = mode;
+	a.rdev = (uint64_t)rdev;
 	a.uid = ctx->uid;
 	a.gid = ctx->gid;
 	a.atime_ns = a.mtime_ns = a.ctime_ns = fs_now_ns();
@@ -283,6 +286,9 @@ static int fs_make(fuse_req_t req, fuse_ino_t parent, const char *name,
 	vc_bump(fs->vc, parent, name, 1, a.ino);
 	/* As idx_create changed the parent's row. */
 	fs_touch_dir(fs, parent, a.mtime_ns, S_ISDIR(mode) ? 1 : 0);
+	/* A special file or symlink has no data record to carry its name. */
+	if (!S_ISREG(mode) && !S_ISDIR(mode))
+		names_record(fs, a.ino);
 	return node_get(fs, a.ino, &a, parent, name, 1, out);
 }
 
@@ -328,16 +334,31 @@ static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct node *n;
 	int rc;
 
-	if (!S_ISREG(mode)) {
-		fs_reply_err(req, -EPERM);
+	/*
+	 * FIFOs, sockets and device nodes are only names with a type: the
+	 * kernel serves them (kvfs never opens a device), CAP_MKNOD is the
+	 * kernel's check.
+	 */
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+	case S_IFIFO:
+	case S_IFSOCK:
+	case S_IFCHR:
+	case S_IFBLK:
+		break;
+	default:
+		fs_reply_err(req, -EINVAL);
 		return;
 	}
-	rc = fs_make(req, parent, name, mode, NULL, &n);
+	if (!S_ISCHR(mode) && !S_ISBLK(mode))
+		rdev = 0;
+	rc = fs_make(req, parent, name, mode, NULL, rdev, &n);
 	if (rc < 0) {
 		fs_reply_err(req, rc);
 		return;
 	}
-	fs_settle_new(fs_of(req), n, 0);
+	if (S_ISREG(mode))
+		fs_settle_new(fs_of(req), n, 0);
 	fs_reply_new(req, n);
 }
 
@@ -347,7 +368,7 @@ static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct node *n;
 	int rc;
 
-	rc = fs_make(req, parent, name, S_IFDIR | (mode & 07777), NULL, &n);
+	rc = fs_make(req, parent, name, S_IFDIR | (mode & 07777), NULL, 0, &n);
 	if (rc < 0) {
 		fs_reply_err(req, rc);
 		return;
@@ -366,7 +387,7 @@ static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		fs_reply_err(req, -ENAMETOOLONG);
 		return;
 	}
-	rc = fs_make(req, parent, name, S_IFLNK | 0777, link, &n);
+	rc = fs_make(req, parent, name, S_IFLNK | 0777, link, 0, &n);
 	if (rc < 0) {
 		fs_reply_err(req, rc);
 		return;
@@ -385,6 +406,33 @@ static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
 		return;
 	}
 	fuse_reply_readlink(req, buf);
+}
+
+/*
+ * After a name of ino went (an unlink, a rename over it), nlink names left:
+ * the node takes a name that is left (its saves record that path), and
+ * the records a rebuild reads follow: the names left, or for a special
+ * file with none left, that it is gone. Before fs_relink(), which may
+ * release the inode.
+ */
+static void fs_name_gone(struct fs *fs, uint64_t ino, uint32_t nlink)
+{
+	char name[IDX_NAME_MAX + 1];
+	struct node *n = node_find(fs, ino);
+	struct idx_attr a;
+	uint64_t parent;
+
+	if (n)
+		fs_node_attr(n, &a);
+	else if (idx_getattr(fs->idx, ino, &a) < 0)
+		return;
+	if (nlink > 0 && n &&
+	    idx_name_of(fs->idx, ino, &parent, name, sizeof(name)) == 0)
+		node_rename(fs, n, parent, name);
+	if (nlink > 0 || (!S_ISREG(a.mode) && !S_ISDIR(a.mode)))
+		names_record(fs, ino);
+	if (n)
+		node_put(fs, n, 0, 0, 1);
 }
 
 static void fs_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -416,6 +464,7 @@ static void fs_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	/* As idx_unlink changed the parent's row. */
 	fs_touch_dir(fs, parent, now, rmdir ? -1 : 0);
+	fs_name_gone(fs, ino, nlink);
 	fs_relink(fs, ino, nlink, now);
 	if (path[0])
 		share_removed(fs, path);
@@ -433,21 +482,25 @@ static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 }
 
 /*
- * After a rename: the inode now at (parent, name) is called that in memory
- * too, and a name record lets a rebuild of the index find its newest name.
- * Returns that inode when it is a regular file (for the shared tier), or 0.
+ * After a rename: the inode now at (parent, name), which was at (oparent,
+ * oname), is called that in memory too, and a metadata record lets a
+ * rebuild of the index find its names (names.h); a directory's move is
+ * recorded unless move is 0 (an exchange of two directories: fs_rename
+ * records it). Returns that inode when it is a regular file (for the
+ * shared tier), or 0; *mode gets its type.
  */
 static uint64_t fs_renamed(struct fs *fs, uint64_t parent, const char *name,
-			   int64_t now)
+			   uint64_t oparent, const char *oname, int move,
+			   int64_t now, uint32_t *mode)
 {
-	char path[PATH_MAX];
+	char from[PATH_MAX], to[PATH_MAX];
 	struct idx_attr a;
 	struct node *n;
-	uint64_t span;
-	int rc;
 
+	*mode = 0;
 	if (idx_lookup(fs->idx, parent, name, &a) < 0)
 		return 0;
+	*mode = a.mode;
 	vc_bump(fs->vc, parent, name, 1, a.ino);
 	n = node_find(fs, a.ino);
 	if (n) {
@@ -458,31 +511,19 @@ static uint64_t fs_renamed(struct fs *fs, uint64_t parent, const char *name,
 	}
 	/*
 	 * A saved file's new name goes into a name record; one still queued
-	 * gets it at commit (wb.c). The path comes from the index: the node
-	 * table need not hold every directory on the way. The record is read
-	 * again after node_rename() counted the rename: a save that commits
-	 * in between either sees the count (wb_finish() writes the record)
-	 * or is seen here; read before, both missed it and the rebuilt index
-	 * had the file under its temporary name.
+	 * gets it at commit (wb.c). The paths come from the index: the node
+	 * table need not hold every directory on the way. names_record()
+	 * reads the file's record after node_rename() counted the rename: a
+	 * save that commits in between either sees the count (wb_finish()
+	 * writes the record) or is seen here; read before, both missed it
+	 * and the rebuilt index had the file under its temporary name.
 	 */
-	if (S_ISREG(a.mode) && idx_getattr(fs->idx, a.ino, &a) == 0 &&
-	    (a.ext.file_id || kv_ext_large(&a.ext))) {
-		rc = idx_path(fs->idx, a.ino, path, sizeof(path));
-		/* Counted now, even when it goes out later (batch_names). */
-		span = rc == 0 ? store_hdr_len(0, strlen(path)) : 0;
-		if (rc == 0)
-			rc = fs_make_room(fs, span);
-		if (rc == 0)
-			rc = store_append_name(fs->store, a.ino, path);
-		if (rc == 0)
-			cap_used_add(fs->cap, (int64_t)span);
-		else
-			log_warn("no name record for %s/%s (inode %llu): %s; a "
-				 "rebuilt index will list it under its old "
-				 "name",
-				 parent == KV_ROOT_INO ? "" : "...", name,
-				 (unsigned long long)a.ino, strerror(-rc));
-	}
+	if (!S_ISDIR(a.mode))
+		names_record(fs, a.ino);
+	else if (move &&
+		 names_path_of(fs, oparent, oname, from, sizeof(from)) == 0 &&
+		 names_path_of(fs, parent, name, to, sizeof(to)) == 0)
+		names_record_move(fs, a.ino, from, to);
 	if (n)
 		node_put(fs, n, 0, 0, 1);
 	return S_ISREG(a.mode) ? a.ino : 0;
@@ -515,6 +556,37 @@ static int fs_share_rename(struct fs *fs, fuse_req_t req, uint64_t parent,
 	return rc;
 }
 
+/*
+ * The move records of a RENAME_EXCHANGE (a is now at (np, nn), b at (p,
+ * n)): a directory's move is recorded as usual; two directories swapped go
+ * through a third path, as a rebuild applies moves one after the other.
+ */
+static void fs_exchanged(struct fs *fs, uint64_t p, const char *n,
+			 uint32_t amode, uint64_t np, const char *nn,
+			 uint32_t bmode)
+{
+	char pa[PATH_MAX], pb[PATH_MAX], tmp[64];
+	struct idx_attr a, b;
+
+	if ((!S_ISDIR(amode) && !S_ISDIR(bmode)) ||
+	    names_path_of(fs, p, n, pa, sizeof(pa)) < 0 ||
+	    names_path_of(fs, np, nn, pb, sizeof(pb)) < 0 ||
+	    idx_lookup(fs->idx, np, nn, &a) < 0 ||
+	    idx_lookup(fs->idx, p, n, &b) < 0)
+		return;
+	if (!S_ISDIR(bmode)) {
+		names_record_move(fs, a.ino, pa, pb);
+	} else if (!S_ISDIR(amode)) {
+		names_record_move(fs, b.ino, pb, pa);
+	} else {
+		snprintf(tmp, sizeof(tmp), "/.kvfs/exchange.%llu",
+			 (unsigned long long)a.ino);
+		names_record_move(fs, a.ino, pa, tmp);
+		names_record_move(fs, b.ino, pb, pa);
+		names_record_move(fs, a.ino, tmp, pb);
+	}
+}
+
 static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
@@ -524,7 +596,7 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fs *fs = fs_of(req);
 	int64_t now = fs_now_ns();
 	uint64_t replaced = 0;
-	uint32_t rnlink = 0;
+	uint32_t rnlink = 0, mode, xmode = 0;
 	int rc;
 
 	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
@@ -552,13 +624,19 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fs_refresh_dir(fs, parent);
 	if (newparent != parent)
 		fs_refresh_dir(fs, newparent);
-	ino = fs_renamed(fs, newparent, newname, now);
-	if (flags & RENAME_EXCHANGE)
-		xino = fs_renamed(fs, parent, name, now);
-	else
+	ino = fs_renamed(fs, newparent, newname, parent, name,
+			 !(flags & RENAME_EXCHANGE), now, &mode);
+	if (flags & RENAME_EXCHANGE) {
+		xino = fs_renamed(fs, parent, name, newparent, newname, 0, now,
+				  &xmode);
+		fs_exchanged(fs, parent, name, mode, newparent, newname, xmode);
+	} else {
 		vc_bump(fs->vc, parent, name, 0, 0);
-	if (replaced)
+	}
+	if (replaced) {
+		fs_name_gone(fs, replaced, rnlink);
 		fs_relink(fs, replaced, rnlink, now);
+	}
 	if (ino)
 		share_renamed(fs, ino, old);
 	if (xino)
@@ -569,8 +647,35 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		    const char *newname)
 {
-	/* Engines never hard-link blocks; one name per file keeps rebuilds exact. */
-	fs_reply_err(req, -EPERM);
+	struct fs *fs = fs_of(req);
+	int64_t now = fs_now_ns();
+	struct idx_attr a;
+	struct node *n;
+	int rc = fs_check_name(newname);
+
+	if (rc == 0 && fs_ctl_ino(ino))
+		rc = -EPERM;
+	else if (rc == 0 && fs_ctl_reserved(newparent, newname))
+		rc = fs_ctl_ino(newparent) ? -EPERM : -EEXIST;
+	if (rc == 0)
+		rc = idx_link(fs->idx, ino, newparent, newname, now, &a);
+	if (rc == 0)
+		rc = node_get(fs, ino, &a, newparent, newname, 1, &n);
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	vc_bump(fs->vc, newparent, newname, 1, ino);
+	/* As idx_link changed the parent's row. */
+	fs_touch_dir(fs, newparent, now, 0);
+	pthread_rwlock_wrlock(&n->rw);
+	n->attr.nlink = a.nlink;
+	n->attr.ctime_ns = now;
+	pthread_rwlock_unlock(&n->rw);
+	/* A save queued now records every name at commit (wb.c). */
+	atomic_fetch_add(&n->name_gen, 1);
+	names_record(fs, ino);
+	fs_reply_new(req, n);
 }
 
 /* Sets up an open handle for n (pinned by the caller, who keeps its pin). */
@@ -676,7 +781,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct node *n;
 	int rc;
 
-	rc = fs_make(req, parent, name, S_IFREG | (mode & 07777), NULL, &n);
+	rc = fs_make(req, parent, name, S_IFREG | (mode & 07777), NULL, 0, &n);
 	if (rc == 0)
 		fs_settle_new(fs, n, (fi->flags & O_ACCMODE) != O_RDONLY);
 	if (rc == -EEXIST && !(fi->flags & O_EXCL)) {

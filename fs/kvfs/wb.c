@@ -24,6 +24,7 @@
 #include "filebuf.h"
 #include "fs.h"
 #include "log.h"
+#include "names.h"
 #include "node.h"
 #include "notify.h"
 #include "wb.h"
@@ -310,34 +311,6 @@ static void *wb_writer(void *arg)
 }
 
 /*
- * A name record for n's current path, from the index (the node table may
- * no longer hold its directories): it was renamed while being saved.
- */
-static void wb_name_record(struct fs *fs, struct node *n)
-{
-	char path[PATH_MAX];
-	uint64_t span;
-	int rc;
-
-	rc = idx_path(fs->idx, n->ino, path, sizeof(path));
-	if (rc == -ENOENT)
-		return; /* no name left: nothing to record */
-	if (rc == 0) {
-		span = store_hdr_len(0, strlen(path));
-		rc = fs->up.make_room ? fs->up.make_room(fs->up.ctx, span) : 0;
-		if (rc == 0)
-			rc = store_append_name(fs->store, n->ino, path);
-		if (rc == 0 && fs->up.used)
-			fs->up.used(fs->up.ctx, (int64_t)span);
-	}
-	if (rc < 0)
-		log_warn("no name record for inode %llu, renamed while it was "
-			 "saved (%s): a rebuilt index lists it under its old "
-			 "name",
-			 (unsigned long long)n->ino, strerror(-rc));
-}
-
-/*
  * The node's side of a finished save: on success it now reads from the
  * record; on failure it goes back to its last saved state; a save dropped
  * for an unlink gives its bytes back (the file may still be open).
@@ -406,6 +379,16 @@ static void wb_unname(struct fs *fs, struct node *n)
 	free(path);
 }
 
+static uint32_t wb_nlink(struct node *n)
+{
+	uint32_t nlink;
+
+	pthread_rwlock_rdlock(&n->rw);
+	nlink = n->attr.nlink;
+	pthread_rwlock_unlock(&n->rw);
+	return nlink;
+}
+
 /* Ends job j (rc: the save's outcome) and frees it. */
 static void wb_finish(struct fs *fs, struct wb *wb, struct wb_job *j,
 		      const struct idx_save *s)
@@ -428,8 +411,15 @@ static void wb_finish(struct fs *fs, struct wb *wb, struct wb_job *j,
 		node_free_extent(fs, &s->old);
 		if (fs->up.touch)
 			fs->up.touch(fs->up.ctx, n->ino);
-		if (j->ext.file_id && atomic_load(&n->name_gen) != j->name_gen)
-			wb_name_record(fs, n);
+		/*
+		 * The record has the path the save took: renamed since, or
+		 * one of several names (hard links), the names go into a
+		 * name record of their own.
+		 */
+		if (j->ext.file_id &&
+		    (atomic_load(&n->name_gen) != j->name_gen ||
+		     wb_nlink(n) > 1))
+			names_record(fs, n->ino);
 		if (fs->saved)
 			fs->saved(fs, n, j->seq);
 	}
