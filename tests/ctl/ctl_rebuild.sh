@@ -13,13 +13,15 @@
 #     there under names the old directory had. The rebuilt mount lists the
 #     same tree (tree_dump: paths, types, modes, sizes, bytes) and every
 #     block loads byte-exact.
-#  B  20 blocks of 1 MiB, the first data file cut to half its size: fsck
-#     reports exactly the blocks whose records the cut reaches (SHORT, as
-#     the index's record offsets say) and exits 4; --repair exits 1; fsck
-#     then exits 0; the rebuilt mount holds every other block under its
-#     final path, byte-exact, and nothing else, before and after a remount
-#     (the first mount's start-up sweep of stale temporary files has run
-#     by then).
+#  B  20 blocks of 1 MiB; the data file with most of them is cut near half
+#     its size, where the name record of a block stored before starts
+#     (b_cut), so that a block whose data record is whole loses its rename:
+#     fsck reports exactly the blocks whose records the cut reaches (SHORT,
+#     as the index's record offsets say) and exits 4; --repair exits 1;
+#     fsck then exits 0; the rebuilt mount holds every other block under
+#     its final path, byte-exact, and nothing else, before and after a
+#     remount (the first mount's start-up sweep of stale temporary files
+#     has run by then).
 #  B2 as B without fsck --repair: every intact block is under its final
 #     path or in /lost+found under its temporary name, ".", its inode
 #     number (which is its st_ino); the rebuild names each such file in its
@@ -103,14 +105,14 @@ a_verify() {
 }
 
 case_A() {
-	local d e j k=0 n
+	local d e k=0 n
 	t_target
 	MNT=$(realpath "$T_MNT")
 	DATA=$(realpath "$T_DATA")
 	for d in 0 1 2 3; do
 		for e in 0 1 2 3 4; do
 			mkdir -p "$MNT/m/d$d/e$e" || t_fail "mkdir"
-			for j in $(seq 10); do
+			for _ in $(seq 10); do
 				k=$((k + 1))
 				a_store "m/d$d/e$e/k$k.bin" $k
 			done
@@ -159,8 +161,9 @@ B_N=20
 B_BLK=1048576
 
 # b_store: 20 blocks of 1 MiB stored and unmounted; $T_TMP/records holds
-# their records, $T_TMP/short the paths the cut of data file 1 at CUT
-# reaches, $T_TMP/intact the others (paths relative to the root).
+# their records. The data file F with the most of them is cut at CUT
+# (b_cut): $T_TMP/short has the paths of the records the cut reaches,
+# $T_TMP/intact the others (paths relative to the root).
 b_store() {
 	local k f n
 	t_target
@@ -168,20 +171,23 @@ b_store() {
 	DATA=$(realpath "$T_DATA")
 	mkdir "$MNT/b" || t_fail "mkdir"
 	for k in $(seq $B_N); do
-		expect "$LP" store "$MNT/b/k$k.bin" $B_BLK $k = "store: stored"
+		expect "$LP" store "$MNT/b/k$k.bin" $B_BLK "$k" = "store: stored"
 	done
 	t_umount "$T_MNT"
 	records "$DATA" >"$T_TMP/records"
 	n=$(wc -l <"$T_TMP/records")
 	[ "$n" -eq $B_N ] || t_fail "the index has $n records, want $B_N"
-	f="$DATA/data/000001.kvd"
+	# The data file with the most records (the lowest id of those).
+	F=$(awk '{ print $(NF - 3) }' "$T_TMP/records" | sort -n | uniq -c |
+		sort -k1,1nr -k2,2n | awk 'NR == 1 { print $2 }')
+	f=$(printf '%s/data/%06d.kvd' "$DATA" "$F")
 	[ -f "$f" ] || t_fail "no $f"
 	b_cut "$f"
 	# A record is short when it ends past the cut (header, then the
 	# payload padded to 4 KiB: kvfs(5)).
-	awk -v cut=$CUT '{
+	awk -v cut="$CUT" -v f="$F" '{
 		end = $(NF - 2) + $(NF - 1) + int(($NF + 4095) / 4096) * 4096
-		state = $(NF - 3) == 1 && end > cut ? "short" : "intact"
+		state = $(NF - 3) == f && end > cut ? "short" : "intact"
 		NF -= 4
 		print substr($0, 2), state }' \
 		"$T_TMP/records" >"$T_TMP/state"
@@ -192,8 +198,8 @@ b_store() {
 	n=$(wc -l <"$T_TMP/short")
 	[ "$n" -gt 0 ] && [ "$n" -lt $B_N ] ||
 		t_fail "the cut at $CUT reaches $n of $B_N records"
-	truncate -s $CUT "$f" || t_fail "truncate $f"
-	t_log "$B_N blocks stored; data file 1 cut at $CUT: $n short," \
+	truncate -s "$CUT" "$f" || t_fail "truncate $f"
+	t_log "$B_N blocks stored; data file $F cut at $CUT: $n short," \
 		"$(wc -l <"$T_TMP/intact") intact"
 }
 
@@ -211,25 +217,27 @@ headers() {
 	done | tr -s ' '
 }
 
-# b_cut KVD: CUT, where data file 1 is cut: half its size, moved to the
+# b_cut KVD: CUT, where data file F is cut: half its size, moved to the
 # start of the nearest name record in it that renamed a block whose data
-# record is before it. Whether a rename survives such a cut then does not
-# depend on where the daemon happened to put the name records.
+# record is before it, with a data record after it. Whether a rename
+# survives such a cut then does not depend on where the daemon happened to
+# put the name records, and the cut leaves a short block.
 b_cut() {
 	local half
 	half=$(($(stat -c %s "$1") / 2))
 	headers "$1" >"$T_TMP/headers"
 	# (records: "path file offset hdr_len length"; the end of a data
 	# record in another data file does not matter: 0.)
-	CUT=$(awk -v half=$half 'NR == FNR {
-			end[$1] = $2 != 1 ? 0 : $3 + $4 + int(($5 + 4095) / 4096) * 4096
+	CUT=$(awk -v half=$half -v f="$F" 'NR == FNR {
+			end[$1] = $2 != f ? 0 : $3 + $4 + int(($5 + 4095) / 4096) * 4096
+			if ($2 == f && $3 > last) last = $3
 			next }
-		$2 == 2 && ($4 in end) && end[$4] <= $1 {
+		$2 == 2 && ($4 in end) && end[$4] <= $1 && $1 < last {
 			d = $1 - half; if (d < 0) d = -d
 			if (best == "" || d < bd) { best = $1; bd = d } }
 		END { print best == "" ? half : best }' \
 		"$T_TMP/records" "$T_TMP/headers")
-	t_log "data file 1: $(wc -l <"$T_TMP/headers") records, half at $half," \
+	t_log "data file $F: $(wc -l <"$T_TMP/headers") records, half at $half," \
 		"cut at $CUT"
 }
 
