@@ -267,3 +267,20 @@ int datadir_usage(const char *datadir, struct datadir_usage *u)
 	close(dfd);
 	return rc;
 }
+
+int datadir_is_engine_tmp(const char *name)
+{
+	const char *us = strrchr(name, '_');
+	size_t len = strlen(name);
+
+	if (!us || len < 5 || strcmp(name + len - 4, ".tmp") != 0)
+		return 0;
+	/* "_<digits>.tmp" after "X.bin" or ".o_direct_probe" */
+	for (const char *p = us + 1; p < name + len - 4; p++)
+		if (*p < '0' || *p > '9')
+			return 0;
+	if (us == name + len - 5)
+		return 0;
+	return (us - name >= 4 && strncmp(us - 4, ".bin", 4) == 0) ||
+	       strncmp(name, ".o_direct_probe_", 16) == 0;
+}

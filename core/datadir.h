@@ -65,6 +65,13 @@ void datadir_lock_release(int fd);
 /* The name of data file id, "%06u.kvd", into buf: 0 or -ENAMETOOLONG. */
 int datadir_file_name(char *buf, size_t len, uint32_t id);
 /*
+ * Whether name (one path component) is one of vLLM's temporary names,
+ * "<block>.bin_<digits>.tmp" or ".o_direct_probe_<digits>.tmp": the
+ * daemon removes stale ones, and a rebuild keeps a file whose only name
+ * is one in /lost+found instead.
+ */
+int datadir_is_engine_tmp(const char *name);
+/*
  * The id of a directory entry named like a data file: starts with a digit,
  * then an unsigned number and ".kvd" (as sscanf "%u.kvd"), and nothing
  * after. 0, or -EINVAL for any other name. Callers add their own limits on

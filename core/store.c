@@ -644,7 +644,12 @@ int store_flush_names(struct store *st)
 
 int store_append_name(struct store *st, uint64_t ino, const char *path)
 {
-	return store_append_meta(st, STORE_REC_NAME, ino, path, strlen(path));
+	size_t len = strlen(path);
+
+	/* One path: no longer than a data record's. */
+	if (len > STORE_PATH_MAX)
+		return -ENAMETOOLONG;
+	return store_append_meta(st, STORE_REC_NAME, ino, path, len);
 }
 
 int store_append_meta(struct store *st, uint32_t type, uint64_t ino,

@@ -366,6 +366,17 @@ int idx_link(struct idx *idx, uint64_t ino, uint64_t parent, const char *name,
  */
 int idx_names(struct idx *idx, uint64_t ino, char *buf, size_t len,
 	      size_t *used);
+/*
+ * The path field of the metadata record (core/record.h) that gives inode
+ * a (its attributes, as from idx_getattr) its names in a rebuild: a name
+ * record's for a regular file (every name; -ENOENT with none), a node
+ * record's for any other file (type, rdev, target, names; none: removed).
+ * Into buf (len bytes, *used set). Returns the record type, 0 for a
+ * directory (nothing to record), or -errno (-ENAMETOOLONG: too long).
+ */
+int idx_meta_field(struct idx *idx, const struct idx_attr *a, char *buf,
+		   size_t len, size_t *used);
+
 /* One name of ino: its directory and entry name. 0, -ENOENT or -errno. */
 int idx_name_of(struct idx *idx, uint64_t ino, uint64_t *parent, char *name,
 		size_t len);

@@ -7,9 +7,13 @@
  */
 #include "index_int.h"
 
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "record.h"
 
 const char *const idx_path_sql[IDX_NSTMT] = {
 	[SID_NAME_OF] = "SELECT parent, name FROM dentries WHERE ino = ?1 "
@@ -112,6 +116,40 @@ static int idx_names_txn(struct idx *idx, uint64_t ino, char *buf, size_t len,
 	}
 	idx_done(st);
 	return rc < 0 ? rc : n;
+}
+
+int idx_meta_field(struct idx *idx, const struct idx_attr *a, char *buf,
+		   size_t len, size_t *used)
+{
+	size_t head = 0, n = 0;
+	int rc;
+
+	*used = 0;
+	if (S_ISDIR(a->mode))
+		return 0;
+	if (!S_ISREG(a->mode)) {
+		/* "MODE RDEV", the target, then the names (record.h). */
+		head = (size_t)snprintf(buf, len, "%o %llu", (unsigned)a->mode,
+					(unsigned long long)a->rdev) +
+		       1;
+		rc = S_ISLNK(a->mode)
+			     ? idx_readlink(idx, a->ino, buf + head, len - head)
+			     : 0;
+		if (rc < 0)
+			return rc;
+		if ((size_t)rc + 1 >= len - head)
+			return -ENAMETOOLONG;
+		buf[head + (size_t)rc] = '\0';
+		head += (size_t)rc + 1;
+	}
+	rc = idx_names(idx, a->ino, buf + head, len - head, &n);
+	if (rc == -ENOENT && !S_ISREG(a->mode))
+		rc = 0; /* a node record without names: removed */
+	if (rc < 0)
+		return rc;
+	/* A name record's names are separated, not ended, by NULs. */
+	*used = head + (S_ISREG(a->mode) ? n - 1 : n);
+	return S_ISREG(a->mode) ? STORE_REC_NAME : STORE_REC_NODE;
 }
 
 int idx_name_of(struct idx *idx, uint64_t ino, uint64_t *parent, char *name,

@@ -7,6 +7,7 @@
  * index.h.
  */
 #include "check.h"
+#include "audit.h"
 
 #include <sys/stat.h>
 
@@ -59,6 +60,8 @@ struct check {
 	size_t ndirs, capdirs;
 	struct check_file *files;
 	size_t nfiles, capfiles;
+	uint64_t *nodes; /* special files and symlinks (one per name) */
+	size_t nnodes, capnodes;
 	uint64_t total; /* payload bytes, for progress */
 	char *buf;	/* CHECK_BUF bytes */
 };
@@ -91,11 +94,17 @@ static int check_walk_entry(void *arg, const char *name,
 {
 	struct check_walk *w = arg;
 	struct check *c = w->c;
-	char *copy;
+	char *copy = NULL;
 
 	(void)cookie;
-	if (!S_ISDIR(a->mode) && !S_ISREG(a->mode))
-		return 0; /* symlinks and the like: nothing to check */
+	/* Special files and symlinks: no bytes; their names are audited. */
+	if (!S_ISDIR(a->mode) && !S_ISREG(a->mode)) {
+		if (kvdb_grow((void **)&c->nodes, &c->capnodes, c->nnodes,
+			      sizeof(*c->nodes)) < 0)
+			goto out_nomem;
+		c->nodes[c->nnodes++] = a->ino;
+		return 0;
+	}
 	copy = strdup(name);
 	if (!copy)
 		goto out_nomem;
@@ -476,6 +485,16 @@ static void check_drop(struct check *c, struct check_file *x, const char *path)
 
 	rc = idx_unlink(c->db->idx, c->dirs[x->dir].ino, x->name, 0,
 			c->o->now_ns, &ino, &nlink);
+	/* Its other names (hard links) name the same short record. */
+	while (rc == 0 && nlink > 0) {
+		char name[IDX_NAME_MAX + 1];
+		uint64_t dir;
+
+		rc = idx_name_of(c->db->idx, ino, &dir, name, sizeof(name));
+		if (rc == 0)
+			rc = idx_unlink(c->db->idx, dir, name, 0, c->o->now_ns,
+					&ino, &nlink);
+	}
 	if (rc == 0 && nlink == 0)
 		rc = idx_release_inode(c->db->idx, ino, &ext);
 	if (rc < 0) {
@@ -514,12 +533,33 @@ static void check_drop(struct check *c, struct check_file *x, const char *path)
 		 path, (unsigned long long)x->ino, x->why);
 }
 
+/*
+ * Keeps one name of each inode in files (sorted by record, so the names
+ * of one hard-linked file are next to each other): a block is checked,
+ * counted and dropped once. Returns the new count.
+ */
+static size_t check_one_per_inode(struct check_file *files, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (k > 0 && files[k - 1].ino == files[i].ino) {
+			free(files[i].name);
+			free(files[i].why);
+			continue;
+		}
+		files[k++] = files[i];
+	}
+	return k;
+}
+
 static int check_blocks(struct check *c)
 {
 	struct check_summary *s = &c->res->sum;
 	uint64_t done = 0;
 
 	qsort(c->files, c->nfiles, sizeof(*c->files), check_file_cmp);
+	c->nfiles = check_one_per_inode(c->files, c->nfiles);
 	for (size_t i = 0; i < c->nfiles; i++)
 		c->total += c->files[i].ext.len;
 	kvdb_progress(c->db, KVDB_PROGRESS_BEGIN, "checking blocks", 0,
@@ -766,7 +806,35 @@ static void check_free(struct check *c)
 		free(c->files[i].why);
 	}
 	free(c->files);
+	free(c->nodes);
 	free(c->buf);
+}
+
+/*
+ * The audit of names (audit.h) over the files whose bytes are sound and
+ * the special files and symlinks.
+ */
+static int check_audit(struct check *c)
+{
+	uint64_t *inos = malloc((c->nfiles + c->nnodes + 1) * sizeof(*inos));
+	size_t n = 0;
+	int rc;
+
+	if (!inos)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->nfiles; i++) {
+		const struct check_file *x = &c->files[i];
+
+		if (x->state == CHECK_OK && !x->dropped &&
+		    (x->ext.file_id || kv_ext_large(&x->ext)))
+			inos[n++] = x->ino;
+	}
+	for (size_t i = 0; i < c->nnodes; i++)
+		inos[n++] = c->nodes[i];
+	qsort(inos, n, sizeof(*inos), check_u64_cmp);
+	rc = audit_names(c->db, c->scan, inos, n, c->o->repair, c->res);
+	free(inos);
+	return rc;
 }
 
 int check_run(struct kvdb *db, const struct check_opts *o,
@@ -791,6 +859,8 @@ int check_run(struct kvdb *db, const struct check_opts *o,
 		rc = check_list_reclaimable(&c);
 	if (rc == 0)
 		rc = check_list_extents(&c);
+	if (rc == 0)
+		rc = check_audit(&c);
 	check_free(&c);
 	return rc;
 }

@@ -41,12 +41,13 @@ struct compact_live {
 	uint32_t type;
 };
 
-/* A name record, as found by the first pass (compact_find_names). */
+/* A name or node record, as found by the first pass (compact_find_names). */
 struct compact_name {
 	uint64_t ino;
 	uint64_t seq;
 	uint32_t file_id;
 	uint64_t off;
+	uint32_t count; /* after the pass: the inode's name and node records */
 };
 
 struct compact {
@@ -253,7 +254,7 @@ static int compact_find_name(struct compact *g, const struct kvdb_datafile *f,
 			     uint64_t off, const struct store_hdr *h, void *arg)
 {
 	(void)arg;
-	if (h->type != STORE_REC_NAME)
+	if (h->type != STORE_REC_NAME && h->type != STORE_REC_NODE)
 		return 0;
 	if (kvdb_grow((void **)&g->names, &g->capnames, g->nnames,
 		      sizeof(*g->names)) < 0)
@@ -285,16 +286,23 @@ static int compact_find_names(struct compact *g)
 	if (g->nnames == 0)
 		return 0;
 	qsort(g->names, g->nnames, sizeof(*g->names), compact_name_cmp);
-	for (size_t i = 0; i < g->nnames; i++)
-		if (n == 0 || g->names[n - 1].ino != g->names[i].ino)
-			g->names[n++] = g->names[i];
+	for (size_t i = 0; i < g->nnames; i++) {
+		if (n == 0 || g->names[n - 1].ino != g->names[i].ino) {
+			g->names[n] = g->names[i];
+			g->names[n++].count = 0;
+		}
+		g->names[n - 1].count++;
+	}
 	g->nnames = n;
 	return 0;
 }
 
-/* Whether the name record at (file_id, off) is ino's deciding one. */
-static int compact_name_newest(const struct compact *g, uint64_t ino,
-			       uint32_t file_id, uint64_t off)
+/*
+ * Whether the name or node record at (file_id, off) is ino's deciding one:
+ * 0 no, else how many name and node records ino has.
+ */
+static uint32_t compact_name_newest(const struct compact *g, uint64_t ino,
+				    uint32_t file_id, uint64_t off)
 {
 	size_t lo = 0, hi = g->nnames;
 
@@ -307,7 +315,35 @@ static int compact_name_newest(const struct compact *g, uint64_t ino,
 			hi = mid;
 	}
 	return lo < g->nnames && g->names[lo].ino == ino &&
-	       g->names[lo].file_id == file_id && g->names[lo].off == off;
+			       g->names[lo].file_id == file_id &&
+			       g->names[lo].off == off
+		       ? g->names[lo].count
+		       : 0;
+}
+
+/*
+ * compact_name_live() for a node record (a special file or symlink, or
+ * one removed: no names): needed while the index has the inode, and a
+ * removal while an older node record of it is left somewhere (count > 1),
+ * which a rebuild would otherwise bring back.
+ */
+static int compact_node_live(struct compact *g, const struct store_hdr *h,
+			     uint32_t count)
+{
+	size_t head = strnlen(h->path, h->path_len) + 1;
+	struct idx_attr a;
+	int rc;
+
+	if (head < h->path_len)
+		head += strnlen(h->path + head, h->path_len - head) + 1;
+	if (head >= h->path_len)
+		return count > 1;
+	rc = idx_getattr(g->db->idx, h->ino, &a);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	return a.nlink > 0 && !S_ISREG(a.mode) && !S_ISDIR(a.mode);
 }
 
 /* compact_walk() callback of compact_classify(): judges one record not live yet. */
@@ -316,27 +352,33 @@ static int compact_classify_one(struct compact *g,
 				const struct store_hdr *h, void *arg)
 {
 	struct compact_file *r = arg;
-	uint32_t hdr_len = h->hdr_len;
+	uint32_t hdr_len = h->hdr_len, count;
 	int rc;
 
 	if (h->type == STORE_REC_DATA) {
 		r->nunref++;
 		return 0;
 	}
-	rc = compact_name_newest(g, h->ino, f->id, off)
-		     ? compact_name_live(g, h->ino, h->seq)
-		     : 0;
+	count = compact_name_newest(g, h->ino, f->id, off);
+	/* A directory's move is kept: records older than it may need it. */
+	if (h->type == STORE_REC_MOVE)
+		rc = 1;
+	else if (!count)
+		rc = 0;
+	else if (h->type == STORE_REC_NODE)
+		rc = compact_node_live(g, h, count);
+	else
+		rc = compact_name_live(g, h->ino, h->seq);
 	if (rc < 0)
 		return rc;
 	if (rc == 0) {
 		r->ndead_names++;
 		return 0;
 	}
-	rc = compact_live_add(g,
-			      &(struct compact_live){.ino = h->ino,
-						     .off = off,
-						     .hdr_len = hdr_len,
-						     .type = STORE_REC_NAME});
+	rc = compact_live_add(g, &(struct compact_live){.ino = h->ino,
+							.off = off,
+							.hdr_len = hdr_len,
+							.type = h->type});
 	if (rc < 0)
 		return rc;
 	r->nnames++;

@@ -22,13 +22,27 @@
 #include "index.h"
 #include "kvtypes.h"
 #include "log.h"
+#include "datadir.h"
 #include "store.h"
 
-/* A file to create: its newest whole data record, named by path. */
+/*
+ * One name to create: of a regular file (data: its newest whole data
+ * record) or of a special file or symlink (node: its newest node record).
+ * path is owned (directory moves applied).
+ */
 struct rebuild_new {
 	const struct kvdb_rec *data;
-	const char *path;
+	const struct kvdb_rec *node;
+	char *path;
 	uint64_t name_seq;
+	uint64_t ino;
+};
+
+/* A directory move (a move record): old -> new, in sequence order. */
+struct rebuild_move {
+	uint64_t seq;
+	const char *old, *new;
+	size_t olen;
 };
 
 struct rebuild {
@@ -37,7 +51,9 @@ struct rebuild {
 	struct kvdb_scan *scan;
 	struct rebuild_result *r;
 	struct rebuild_new *nw;
-	size_t nnew;
+	size_t nnew, capnew;
+	struct rebuild_move *mv;
+	size_t nmv;
 	uint64_t next_ino; /* numbers new directories */
 };
 
@@ -131,47 +147,175 @@ static const char *rebuild_bad_path(const char *path)
 
 /* --- choosing what to restore ---------------------------------------- */
 
+static int rebuild_move_by_seq(const void *a, const void *b)
+{
+	const struct rebuild_move *x = a, *y = b;
+
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Collects the whole move records, oldest first. */
+static int rebuild_moves(struct rebuild *b)
+{
+	struct kvdb_scan *s = b->scan;
+
+	b->mv = calloc(s->nrecs + 1, sizeof(*b->mv));
+	if (!b->mv)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->nrecs; i++) {
+		const struct kvdb_rec *r = &s->recs[i];
+		size_t olen;
+
+		if (r->type != STORE_REC_MOVE || !r->path)
+			continue;
+		olen = strlen(r->path);
+		if (olen + 1 >= r->path_len || olen == 0)
+			continue; /* not "old\0new" */
+		b->mv[b->nmv++] =
+			(struct rebuild_move){.seq = r->seq,
+					      .old = r->path,
+					      .new = r->path + olen + 1,
+					      .olen = olen};
+	}
+	qsort(b->mv, b->nmv, sizeof(*b->mv), rebuild_move_by_seq);
+	return 0;
+}
+
 /*
- * Judges the records byino[i..j) of one inode (newest first): the newest
- * whole data record holds the bytes; the newest record of either kind has
- * the name. Adds the file to b->nw, or a note.
+ * name as recorded at sequence seq, with every later directory move
+ * applied in order: a new string, or NULL (-ENOMEM).
+ */
+static char *rebuild_moved(const struct rebuild *b, const char *name,
+			   uint64_t seq)
+{
+	size_t lo = 0, hi = b->nmv;
+	char *p = strdup(name);
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (b->mv[mid].seq <= seq)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; p && i < b->nmv; i++) {
+		const struct rebuild_move *m = &b->mv[i];
+		char *q;
+
+		if (strncmp(p, m->old, m->olen) != 0 || p[m->olen] != '/')
+			continue;
+		if (asprintf(&q, "%s%s", m->new, p + m->olen) < 0)
+			q = NULL;
+		free(p);
+		p = q;
+	}
+	return p;
+}
+
+/* Adds one name of inode (data or node) to b->nw, or a note. */
+static int rebuild_add_name(struct rebuild *b, const struct kvdb_rec *data,
+			    const struct kvdb_rec *node, const char *name,
+			    uint64_t seq)
+{
+	const struct kvdb_rec *r = data ? data : node;
+	char *path = rebuild_moved(b, name, seq), what[64];
+	const char *bad;
+
+	if (!path)
+		return -ENOMEM;
+	bad = r->ino <= KV_ROOT_INO ? "the record's inode number is not a "
+				      "file's"
+				    : rebuild_bad_path(path);
+	if (bad) {
+		free(path);
+		snprintf(what, sizeof(what), "%06u.kvd+%llu", r->file_id,
+			 (unsigned long long)r->off);
+		b->r->skipped++;
+		return rebuild_note(b->r, what, bad);
+	}
+	if (kvdb_grow((void **)&b->nw, &b->capnew, b->nnew, sizeof(*b->nw)) <
+	    0) {
+		free(path);
+		return -ENOMEM;
+	}
+	b->nw[b->nnew++] = (struct rebuild_new){.data = data,
+						.node = node,
+						.path = path,
+						.name_seq = seq,
+						.ino = r->ino};
+	return 0;
+}
+
+/*
+ * Adds every name in the len bytes at names (NUL-separated, record.h) for
+ * the file that data or node restores.
+ */
+static int rebuild_add_names(struct rebuild *b, const struct kvdb_rec *data,
+			     const struct kvdb_rec *node, const char *names,
+			     size_t len, uint64_t seq)
+{
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < len; i += strlen(names + i) + 1)
+		if (names[i])
+			rc = rebuild_add_name(b, data, node, names + i, seq);
+	return rc;
+}
+
+/*
+ * Judges the records byino[i..j) of one inode (newest first). A regular
+ * file: the newest whole data record holds the bytes; the newest data or
+ * name record has the names. A special file or symlink: its newest node
+ * record (with no names: it was removed). Adds its names to b->nw.
  */
 static int rebuild_pick(struct rebuild *b, struct kvdb_rec **byino, size_t i,
 			size_t j)
 {
-	const struct kvdb_rec *data = NULL, *name = byino[i];
-	const char *bad;
+	const struct kvdb_rec *data = NULL, *name = NULL, *node = NULL;
 	uint64_t ndata = 0;
-	char what[64];
+	size_t head;
 
 	for (size_t k = i; k < j; k++) {
+		const struct kvdb_rec *r = byino[k];
+
+		if (r->type == STORE_REC_NODE && !node)
+			node = r;
+		if (r->type == STORE_REC_NAME && !name)
+			name = r;
 		/* An extent file holds the bytes as a data record does. */
-		if (byino[k]->type != STORE_REC_DATA &&
-		    byino[k]->type != STORE_REC_EXTENT)
+		if (r->type != STORE_REC_DATA && r->type != STORE_REC_EXTENT)
 			continue;
-		if (!byino[k]->complete)
+		if (!name)
+			name = r;
+		if (!r->complete)
 			b->r->torn++;
 		else if (!data)
-			data = byino[k];
+			data = r;
 		ndata++;
+	}
+	if (!data && node && node->path) {
+		/* "MODE RDEV\0TARGET\0names...": past the first two parts. */
+		head = strlen(node->path) + 1;
+		if (head < node->path_len)
+			head += strlen(node->path + head) + 1;
+		if (head > node->path_len)
+			head = node->path_len;
+		return rebuild_add_names(b, NULL, node, node->path + head,
+					 node->path_len - head, node->seq);
 	}
 	if (!data) {
 		b->r->no_data++;
 		return 0;
 	}
 	b->r->superseded += ndata - 1;
-	bad = name->ino <= KV_ROOT_INO ? "the record's inode number is not a "
-					 "file's"
-				       : rebuild_bad_path(name->path);
-	if (bad) {
-		snprintf(what, sizeof(what), "%06u.kvd+%llu", data->file_id,
-			 (unsigned long long)data->off);
-		b->r->skipped++;
-		return rebuild_note(b->r, what, bad);
-	}
-	b->nw[b->nnew++] = (struct rebuild_new){
-		.data = data, .path = name->path, .name_seq = name->seq};
-	return 0;
+	if (!name->path)
+		return rebuild_add_name(b, data, NULL, "", name->seq);
+	return rebuild_add_names(b, data, NULL, name->path,
+				 name->type == STORE_REC_NAME
+					 ? name->path_len
+					 : strlen(name->path),
+				 name->seq);
 }
 
 /* Fills b->nw (sorted by path) from the scanned records. */
@@ -179,27 +323,26 @@ static int rebuild_plan(struct rebuild *b)
 {
 	struct kvdb_scan *s = b->scan;
 	struct kvdb_rec **byino = calloc(s->nrecs + 1, sizeof(*byino));
-	int rc = 0;
+	int rc = byino ? rebuild_moves(b) : -ENOMEM;
 
-	b->nw = calloc(s->nrecs + 1, sizeof(*b->nw));
-	if (!byino || !b->nw) {
-		free(byino);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < s->nrecs; i++) {
+	for (size_t i = 0; rc == 0 && i < s->nrecs; i++) {
 		byino[i] = &s->recs[i];
 		if (s->recs[i].ino >= b->next_ino)
 			b->next_ino = s->recs[i].ino + 1;
-		if (s->recs[i].type != STORE_REC_NAME)
+		if (s->recs[i].type == STORE_REC_DATA ||
+		    s->recs[i].type == STORE_REC_EXTENT)
 			b->r->data_recs++;
 		else
 			b->r->name_recs++;
 	}
-	qsort(byino, s->nrecs, sizeof(*byino), rebuild_rec_by_ino);
+	if (rc == 0)
+		qsort(byino, s->nrecs, sizeof(*byino), rebuild_rec_by_ino);
 	for (size_t i = 0, j; rc == 0 && i < s->nrecs; i = j) {
 		for (j = i; j < s->nrecs && byino[j]->ino == byino[i]->ino; j++)
 			;
-		rc = rebuild_pick(b, byino, i, j);
+		/* A directory's move records name no file. */
+		if (byino[i]->type != STORE_REC_MOVE)
+			rc = rebuild_pick(b, byino, i, j);
 	}
 	free(byino);
 	if (rc == 0 && b->nnew)
@@ -267,55 +410,120 @@ struct rebuild_dircache {
 	uint64_t dir;
 };
 
-/* Creates file nw[i] in idx, or notes why it is left out; -errno. */
-static int rebuild_add(struct rebuild *b, struct idx *idx, size_t i,
-		       struct rebuild_dircache *dc)
+/*
+ * Where nw[i] goes: its path, or for a regular file whose name is one of
+ * the engine's temporary names (its final name was in a record that is
+ * damaged or was never written; the daemon would remove it as a stale
+ * temporary file) /lost+found/NAME.INO, with a note. 0 or -ENOMEM.
+ */
+static int rebuild_place(struct rebuild *b, size_t i, char **out)
 {
-	const struct kvdb_rec *r = b->nw[i].data;
-	const char *path = b->nw[i].path, *slash = strrchr(path, '/');
-	size_t dlen = (size_t)(slash - path);
+	const struct rebuild_new *w = &b->nw[i];
+	const char *base = strrchr(w->path, '/') + 1;
+	char *p;
+
+	*out = w->path;
+	if (!w->data || !datadir_is_engine_tmp(base))
+		return 0;
+	if (asprintf(&p, "/lost+found/%.200s.%llu", base,
+		     (unsigned long long)w->ino) < 0)
+		return -ENOMEM;
+	*out = p;
+	b->r->lost_found++;
+	return rebuild_note(b->r, p,
+			    "restored under lost+found: its only name is an "
+			    "engine's temporary one (the record with its "
+			    "final name is damaged or was never written)");
+}
+
+/* Gives inode nw[i] (not made yet) its attributes, bytes or target. */
+static int rebuild_make(struct rebuild *b, struct idx *idx, size_t i,
+			uint64_t dir, const char *name)
+{
+	const struct rebuild_new *w = &b->nw[i];
+	const struct kvdb_rec *r = w->data ? w->data : w->node;
+	struct idx_attr a = rebuild_attr(b, S_IFREG | 0644);
 	struct kv_extent ext = {.file_id = r->file_id,
 				.hdr_len = r->hdr_len,
 				.off = r->off,
 				.len = r->len},
 			 old;
-	struct idx_attr a = rebuild_attr(b, S_IFREG | 0644);
-	uint64_t dir;
-	int rc = 0;
+	const char *target = NULL;
+	int rc;
 
+	if (w->node) {
+		char *end;
+
+		a.mode = (uint32_t)strtoul(r->path, &end, 8);
+		a.rdev = strtoull(end, NULL, 10);
+		target = r->path + strlen(r->path) + 1;
+		if (S_ISREG(a.mode) || S_ISDIR(a.mode))
+			return -EINVAL;
+		return idx_create_ino(idx, dir, name, &a, target, r->ino);
+	}
 	if (r->type == STORE_REC_EXTENT)
 		ext = (struct kv_extent){
 			.hdr_len = KV_EXT_LARGE, .off = r->ino, .len = r->len};
+	rc = idx_create_ino(idx, dir, name, &a, NULL, r->ino);
+	if (rc == 0)
+		rc = idx_set_extent(idx, r->ino, r->len, b->o->now_ns, &ext,
+				    r->crcs, r->nchunks, &old);
+	return rc;
+}
 
-	if (i > 0 && strcmp(path, b->nw[i - 1].path) == 0)
-		return rebuild_left_out(b->r, path, r->ino,
+/*
+ * Creates nw[i] in idx: the inode with its first name, a hard link for
+ * the next ones; or notes why it is left out. -errno.
+ */
+static int rebuild_add(struct rebuild *b, struct idx *idx, size_t i,
+		       struct rebuild_dircache *dc)
+{
+	const struct rebuild_new *w = &b->nw[i];
+	const char *path, *slash;
+	struct idx_attr a;
+	uint64_t dir;
+	size_t dlen;
+	int rc, made;
+
+	if (i > 0 && strcmp(w->path, b->nw[i - 1].path) == 0)
+		return rebuild_left_out(b->r, w->path, w->ino,
 					"an inode with a newer name record "
 					"has this path too; this one is left "
 					"out");
+	rc = rebuild_place(b, i, (char **)&path);
+	if (rc < 0)
+		return rc;
+	slash = strrchr(path, '/');
+	dlen = (size_t)(slash - path);
 	if (dc->path && dlen == dc->len && memcmp(path, dc->path, dlen) == 0)
 		dir = dc->dir;
 	else
 		rc = rebuild_mkdirs(b, idx, path, dlen, &dir);
+	made = rc == 0 ? idx_getattr(idx, w->ino, &a) == 0 : 0;
 	if (rc == 0)
-		rc = idx_create_ino(idx, dir, slash + 1, &a, NULL, r->ino);
-	if (rc == -ENOTDIR || rc == -EEXIST)
-		return rebuild_left_out(b->r, path, r->ino,
-					rc == -EEXIST
-						? "a directory has this path; "
-						  "left out"
-						: "a directory on the way is "
-						  "a file; left out");
-	if (rc == 0)
-		rc = idx_set_extent(idx, r->ino, r->len, b->o->now_ns, &ext,
-				    r->crcs, r->nchunks, &old);
-	if (rc < 0) {
+		rc = made ? idx_link(idx, w->ino, dir, slash + 1, b->o->now_ns,
+				     &a)
+			  : rebuild_make(b, idx, i, dir, slash + 1);
+	if (rc == -ENOTDIR || rc == -EEXIST || rc == -EINVAL)
+		rc = rebuild_left_out(b->r, path, w->ino,
+				      rc == -EEXIST ? "a directory has this "
+						      "path; left out"
+				      : rc == -EINVAL
+					      ? "its node record is "
+						"not valid; left out"
+					      : "a directory on the way "
+						"is a file; left out");
+	else if (rc < 0)
 		kvdb_report(b->db, "cannot add %s (inode %llu): %s", path,
-			    (unsigned long long)r->ino, strerror(-rc));
-		return rc;
-	}
-	*dc = (struct rebuild_dircache){.path = path, .len = dlen, .dir = dir};
-	b->r->files++;
-	return 0;
+			    (unsigned long long)w->ino, strerror(-rc));
+	else if (!made)
+		b->r->files++;
+	if (rc == 0 && path == w->path)
+		*dc = (struct rebuild_dircache){
+			.path = path, .len = dlen, .dir = dir};
+	if (path != w->path)
+		free((char *)path);
+	return rc;
 }
 
 /* Creates the files of b->nw (sorted by path) in idx. */
@@ -452,7 +660,10 @@ int rebuild_run(struct kvdb *db, const struct rebuild_opts *o,
 		rc = rebuild_plan(&b);
 	if (rc == 0)
 		rc = rebuild_write(&b);
+	for (size_t i = 0; i < b.nnew; i++)
+		free(b.nw[i].path);
 	free(b.nw);
+	free(b.mv);
 	if (rc < 0)
 		return rc;
 	r->done = 1;
@@ -464,6 +675,43 @@ int rebuild_run(struct kvdb *db, const struct rebuild_opts *o,
 		 (unsigned long long)r->skipped,
 		 r->old ? r->old : "(there was none)");
 	return 0;
+}
+
+int rebuild_names(struct kvdb *db, struct kvdb_scan *scan, rebuild_name_fn fn,
+		  void *arg)
+{
+	struct rebuild_result res = {0};
+	struct rebuild_opts o = {0};
+	struct rebuild b = {.db = db,
+			    .o = &o,
+			    .scan = scan,
+			    .r = &res,
+			    .next_ino = KV_ROOT_INO + 1};
+	int rc;
+
+	rc = scan->done ? 0 : kvdb_scan(db, scan);
+	if (rc == 0 && !scan->extents_done)
+		rc = kvdb_scan_extents(db, scan);
+	if (rc == 0)
+		rc = rebuild_plan(&b);
+	for (size_t i = 0; rc == 0 && i < b.nnew; i++) {
+		char *path;
+
+		/* As rebuild_add(): of two inodes with one path, the newer. */
+		if (i > 0 && strcmp(b.nw[i].path, b.nw[i - 1].path) == 0)
+			continue;
+		rc = rebuild_place(&b, i, &path);
+		if (rc == 0)
+			rc = fn(arg, b.nw[i].ino, path, b.nw[i].node != NULL);
+		if (path != b.nw[i].path)
+			free(path);
+	}
+	for (size_t i = 0; i < b.nnew; i++)
+		free(b.nw[i].path);
+	free(b.nw);
+	free(b.mv);
+	rebuild_result_free(&res);
+	return rc;
 }
 
 void rebuild_result_free(struct rebuild_result *r)

@@ -57,4 +57,16 @@ int rebuild_run(struct kvdb *db, const struct rebuild_opts *o,
 		struct kvdb_scan *scan, struct rebuild_result *r);
 void rebuild_result_free(struct rebuild_result *r);
 
+/*
+ * What a rebuild from db's data files would name, without writing an
+ * index: fn(arg, ino, path, node) for each name of each file it would
+ * restore (directory moves applied, /lost+found placement included; node:
+ * from a node record, a special file or symlink), in path order; fn
+ * returns 0 or -errno (which ends the walk). 0 or -errno.
+ */
+typedef int (*rebuild_name_fn)(void *arg, uint64_t ino, const char *path,
+			       int node);
+int rebuild_names(struct kvdb *db, struct kvdb_scan *scan, rebuild_name_fn fn,
+		  void *arg);
+
 #endif

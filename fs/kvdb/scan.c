@@ -51,12 +51,20 @@ static int kvdb_scan_add(struct kvdb_scan *s, const struct kvdb_datafile *df,
 		for (uint32_t i = 0; i < h->nchunks; i++)
 			r->crcs[i] = store_hdr_crc(h, i);
 	}
-	if (!memchr(h->path, '\0', h->path_len)) {
-		r->path = strndup(h->path, h->path_len);
+	/*
+	 * A data record's path is one path; a metadata record's field may
+	 * hold several, separated by NULs (record.h): kept whole, with a NUL
+	 * after it, so path is its first string.
+	 */
+	if (h->type != STORE_REC_DATA || !memchr(h->path, '\0', h->path_len)) {
+		r->path = malloc((size_t)h->path_len + 1);
 		if (!r->path) {
 			free(r->crcs);
 			return -ENOMEM;
 		}
+		memcpy(r->path, h->path, h->path_len);
+		r->path[h->path_len] = '\0';
+		r->path_len = h->path_len;
 	}
 	s->nrecs++;
 	return 0;

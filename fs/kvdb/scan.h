@@ -17,7 +17,10 @@ struct kvdb;
 /* A record header found by scanning a data file. */
 struct kvdb_rec {
 	uint32_t file_id;
-	/* STORE_REC_DATA, _NAME, or _EXTENT (kvdb_scan_extents: file_id 0) */
+	/*
+	 * STORE_REC_DATA, _NAME, _NODE, _MOVE, or _EXTENT (kvdb_scan_extents:
+	 * file_id 0)
+	 */
 	uint32_t type;
 	uint32_t hdr_len;
 	uint32_t nchunks;
@@ -28,7 +31,13 @@ struct kvdb_rec {
 	int complete;	/* the file holds all of it */
 	int referenced; /* check: 1 a named file points at it, -1 stale name */
 	uint32_t *crcs; /* data records: nchunks values */
-	char *path;	/* NULL when the header's path has a NUL byte */
+	/*
+	 * A data record's path (NULL when it has a NUL byte); a metadata
+	 * record's whole path field (NUL-separated parts, record.h), path_len
+	 * bytes and a NUL.
+	 */
+	char *path;
+	uint32_t path_len;
 };
 
 /* Every record header of a data directory (kvdb_scan()). */

@@ -30,38 +30,6 @@ static int names_append(struct fs *fs, uint32_t type, uint64_t ino,
 	return rc;
 }
 
-/*
- * The path field of a node record for a (see record.h) into buf; its
- * length, or -errno.
- */
-static int names_node_blob(struct fs *fs, const struct idx_attr *a, char *buf,
-			   size_t len, size_t *out)
-{
-	size_t head, used = 0;
-	int rc;
-
-	head = (size_t)snprintf(buf, len, "%o %llu", (unsigned)a->mode,
-				(unsigned long long)a->rdev) +
-	       1;
-	if (S_ISLNK(a->mode)) {
-		rc = idx_readlink(fs->idx, a->ino, buf + head, len - head);
-		if (rc < 0)
-			return rc;
-		if ((size_t)rc >= len - head - 1)
-			return -ENAMETOOLONG;
-		head += (size_t)rc + 1;
-	} else {
-		buf[head++] = '\0';
-	}
-	rc = idx_names(fs->idx, a->ino, buf + head, len - head, &used);
-	if (rc == -ENOENT)
-		used = 0; /* gone: a record without names */
-	else if (rc < 0)
-		return rc;
-	*out = head + used;
-	return 0;
-}
-
 void names_record(struct fs *fs, uint64_t ino)
 {
 	char *buf = malloc(STORE_META_MAX);
@@ -70,26 +38,15 @@ void names_record(struct fs *fs, uint64_t ino)
 	int rc;
 
 	rc = buf ? idx_getattr(fs->idx, ino, &a) : -ENOMEM;
-	if (rc < 0 || S_ISDIR(a.mode))
+	/* A file not saved yet gets its names with its save (wb.c). */
+	if (rc == 0 && S_ISREG(a.mode) && !a.ext.file_id &&
+	    !kv_ext_large(&a.ext))
 		goto out;
-	if (S_ISREG(a.mode)) {
-		/* Not saved yet: its save records its names (wb.c). */
-		if (!a.ext.file_id && !kv_ext_large(&a.ext))
-			goto out;
-		rc = idx_names(fs->idx, ino, buf, STORE_META_MAX, &used);
-		if (rc == -ENOENT) {
-			rc = 0; /* no name left: its record goes with it */
-			goto out;
-		}
-		/* Names are separated by NULs, the last one ends the field. */
-		if (rc > 0)
-			rc = names_append(fs, STORE_REC_NAME, ino, buf,
-					  used - 1);
-	} else {
-		rc = names_node_blob(fs, &a, buf, STORE_META_MAX, &used);
-		if (rc == 0)
-			rc = names_append(fs, STORE_REC_NODE, ino, buf, used);
-	}
+	if (rc == 0)
+		rc = idx_meta_field(fs->idx, &a, buf, STORE_META_MAX, &used);
+	/* A regular file with no name left: its record goes with it. */
+	if (rc > 0)
+		rc = names_append(fs, (uint32_t)rc, ino, buf, used);
 out:
 	if (rc < 0 && rc != -ENOENT)
 		log_warn("no name record for inode %llu: %s; a rebuilt index "

@@ -8,30 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "datadir.h"
 #include "fs.h"
 #include "node.h"
 #include "tmpsweep.h"
 
 /* Names per index listing. */
 #define TMP_BATCH 64
-
-/* Whether name is one of the engine's temporary names. */
-static int tmp_is_engine_tmp(const char *name)
-{
-	const char *us = strrchr(name, '_');
-	size_t len = strlen(name);
-
-	if (!us || len < 5 || strcmp(name + len - 4, ".tmp") != 0)
-		return 0;
-	/* "_<digits>.tmp" after "X.bin" or ".o_direct_probe" */
-	for (const char *p = us + 1; p < name + len - 4; p++)
-		if (*p < '0' || *p > '9')
-			return 0;
-	if (us == name + len - 5)
-		return 0;
-	return (us - name >= 4 && strncmp(us - 4, ".bin", 4) == 0) ||
-	       strncmp(name, ".o_direct_probe_", 16) == 0;
-}
 
 void tmp_sweep(struct fs *fs, int64_t cutoff_ns)
 {
@@ -44,7 +27,7 @@ void tmp_sweep(struct fs *fs, int64_t cutoff_ns)
 		return;
 	while ((got = idx_tmp_names(fs->idx, after, batch, TMP_BATCH)) > 0) {
 		for (int i = 0; i < got; i++) {
-			if (!tmp_is_engine_tmp(batch[i].name) ||
+			if (!datadir_is_engine_tmp(batch[i].name) ||
 			    batch[i].time_ns >= cutoff_ns)
 				continue;
 			n += (uint64_t)node_evict_name(fs, &batch[i]);

@@ -27,6 +27,7 @@
 #include "kvdb_fixture.h"
 #include "log.h"
 #include "rebuild.h"
+#include "record.h"
 
 /* Records rotate to a new data file past this many bytes. */
 #define TK_FILE_MAX (128u * 1024u)
@@ -292,6 +293,220 @@ static void test_rebuild_restores_names(void **state)
 	assert_string_equal(k->errors, "");
 }
 
+/* Appends the metadata record kvfs would write for ino's names now. */
+static void tk_meta(struct kf *k, uint64_t ino)
+{
+	char *buf = malloc(STORE_META_MAX);
+	struct idx_attr a;
+	size_t used;
+	int type;
+
+	assert_non_null(buf);
+	assert_int_equal(idx_getattr(k->idx, ino, &a), 0);
+	type = idx_meta_field(k->idx, &a, buf, STORE_META_MAX, &used);
+	assert_true(type > 0);
+	assert_int_equal(
+		store_append_meta(k->st, (uint32_t)type, ino, buf, used), 0);
+	free(buf);
+}
+
+/* Rebuilds the index of k->dir from its data files; opens it again. */
+static void tk_rebuild(struct kf *k, struct rebuild_result *rb)
+{
+	struct rebuild_opts ro = {.now_ns = 3};
+	struct kvdb_scan scan = {0};
+	struct kvdb *db;
+
+	tk_rm_index(k);
+	db = tk_open(k, 0);
+	assert_int_equal(rebuild_run(db, &ro, &scan, rb), 0);
+	kvdb_close(db);
+	kvdb_scan_free(&scan);
+	kf_open(k, TK_FILE_MAX);
+}
+
+/*
+ * Hard links, special files and directory moves survive a rebuild: every
+ * name of a file (one inode), a FIFO and a device node with its rdev, a
+ * symlink's target, a removed FIFO stays removed, and the files of a
+ * renamed directory (and of one renamed inside it) are under the new
+ * names.
+ */
+static void test_rebuild_links_nodes_moves(void **state)
+{
+	struct kf *k = *state;
+	struct kf_file f = {.name = "f", .len = 5000, .seed = 9};
+	struct kf_file g = {.name = "g", .len = 3000, .seed = 10};
+	struct idx_attr a, fifo = {.mode = S_IFIFO | 0600},
+			   dev = {.mode = S_IFCHR | 0600, .rdev = 0x0103},
+			   lnk = {.mode = S_IFLNK | 0777},
+			   gone = {.mode = S_IFIFO | 0600},
+			   d2 = {.mode = S_IFDIR | 0755};
+	struct rebuild_result rb;
+	uint64_t replaced;
+	uint32_t rn;
+	char t[16];
+
+	kf_open(k, TK_FILE_MAX);
+	f.dir = kf_mkdir(k);
+	g.dir = f.dir;
+	kf_write(k, &f);
+	kf_write(k, &g);
+	assert_int_equal(idx_create(k->idx, f.dir, "d2", &d2, NULL), 0);
+	/* f gets a second name; FIFO, device, symlink; a FIFO made, removed. */
+	assert_int_equal(idx_link(k->idx, f.ino, KV_ROOT_INO, "f2", 2, &a), 0);
+	tk_meta(k, f.ino);
+	assert_int_equal(idx_create(k->idx, f.dir, "p", &fifo, NULL), 0);
+	tk_meta(k, fifo.ino);
+	assert_int_equal(idx_create(k->idx, KV_ROOT_INO, "c", &dev, NULL), 0);
+	tk_meta(k, dev.ino);
+	assert_int_equal(idx_create(k->idx, KV_ROOT_INO, "l", &lnk, "sub/g"),
+			 0);
+	tk_meta(k, lnk.ino);
+	assert_int_equal(idx_create(k->idx, KV_ROOT_INO, "q", &gone, NULL), 0);
+	tk_meta(k, gone.ino);
+	assert_int_equal(
+		idx_unlink(k->idx, KV_ROOT_INO, "q", 0, 2, &replaced, &rn), 0);
+	tk_meta(k, gone.ino);
+	/* /sub -> /top, then /top/d2 -> /d3 after g moved into it. */
+	assert_int_equal(idx_rename(k->idx, KV_ROOT_INO, "sub", KV_ROOT_INO,
+				    "top", 0, 2, &replaced, &rn),
+			 0);
+	assert_int_equal(store_append_meta(k->st, STORE_REC_MOVE, f.dir,
+					   "/sub\0/top", 9),
+			 0);
+	assert_int_equal(idx_rename(k->idx, f.dir, "g", d2.ino, "g", 0, 2,
+				    &replaced, &rn),
+			 0);
+	tk_meta(k, g.ino);
+	assert_int_equal(idx_rename(k->idx, f.dir, "d2", KV_ROOT_INO, "d3", 0,
+				    2, &replaced, &rn),
+			 0);
+	assert_int_equal(store_append_meta(k->st, STORE_REC_MOVE, d2.ino,
+					   "/top/d2\0/d3", 11),
+			 0);
+	kf_close(k);
+
+	tk_rebuild(k, &rb);
+	assert_int_equal(rb.files, 5); /* f, g, the FIFO, device, symlink */
+	assert_int_equal(rb.skipped, 0);
+	rebuild_result_free(&rb);
+	assert_int_equal(idx_lookup(k->idx, KV_ROOT_INO, "top", &a), 0);
+	assert_int_equal(idx_lookup(k->idx, a.ino, "f", &a), 0);
+	assert_int_equal(a.ino, f.ino);
+	assert_int_equal(a.nlink, 2);
+	assert_int_equal(idx_lookup(k->idx, KV_ROOT_INO, "f2", &a), 0);
+	assert_int_equal(a.ino, f.ino);
+	assert_int_equal(idx_lookup(k->idx, KV_ROOT_INO, "d3", &a), 0);
+	assert_int_equal(idx_lookup(k->idx, a.ino, "g", &a), 0);
+	assert_int_equal(a.ino, g.ino);
+	assert_int_equal(idx_lookup(k->idx, KV_ROOT_INO, "top", &a), 0);
+	assert_int_equal(idx_lookup(k->idx, a.ino, "p", &a), 0);
+	assert_true(S_ISFIFO(a.mode));
+	assert_int_equal(a.mode & 07777, 0600);
+	assert_int_equal(idx_lookup(k->idx, KV_ROOT_INO, "c", &a), 0);
+	assert_true(S_ISCHR(a.mode));
+	assert_int_equal(a.rdev, 0x0103);
+	assert_int_equal(idx_lookup(k->idx, KV_ROOT_INO, "l", &a), 0);
+	assert_int_equal(idx_readlink(k->idx, a.ino, t, sizeof(t)), 5);
+	assert_string_equal(t, "sub/g");
+	assert_int_equal(idx_lookup(k->idx, KV_ROOT_INO, "q", &a), -ENOENT);
+	assert_int_equal(idx_lookup(k->idx, KV_ROOT_INO, "sub", &a), -ENOENT);
+	kf_close(k);
+	assert_string_equal(k->errors, "");
+}
+
+/*
+ * A rename whose name record is missing (lost with another record, or
+ * never written): fsck's audit finds it (NAME), repair appends a fresh
+ * name record, and a rebuild then restores the final name.
+ */
+static void test_audit_repairs_lost_name(void **state)
+{
+	struct kf *k = *state;
+	struct kf_file f = {.name = "x.bin_7.tmp", .len = 9000, .seed = 4};
+	const struct check_finding *x;
+	struct check_result res;
+	struct rebuild_result rb;
+	struct kvdb *db;
+	struct idx_attr a;
+	uint64_t replaced;
+	uint32_t rn;
+
+	kf_open(k, TK_FILE_MAX);
+	kf_write(k, &f);
+	assert_int_equal(idx_rename(k->idx, KV_ROOT_INO, f.name, KV_ROOT_INO,
+				    "x.bin", 0, 2, &replaced, &rn),
+			 0);
+	kf_close(k);
+	/* Checked: the name a rebuild would give is the temporary one. */
+	db = tk_open(k, 0);
+	tk_check(db, 0, &res);
+	kvdb_close(db);
+	x = tk_find(&res, CHECK_NAME, f.ino);
+	assert_non_null(x);
+	assert_string_equal(x->path, "/x.bin");
+	assert_int_equal(x->action, CHECK_ACTION_NONE);
+	assert_int_equal(res.sum.names_wrong, 1);
+	assert_int_equal(res.sum.names_fixed, 0);
+	check_result_free(&res);
+	/* Repaired, then clean. */
+	db = tk_open(k, KVDB_DATA_RW);
+	tk_check(db, 1, &res);
+	kvdb_close(db);
+	assert_int_equal(tk_find(&res, CHECK_NAME, f.ino)->action,
+			 CHECK_ACTION_FIXED);
+	assert_int_equal(res.sum.names_fixed, 1);
+	check_result_free(&res);
+	db = tk_open(k, 0);
+	tk_check(db, 0, &res);
+	kvdb_close(db);
+	assert_int_equal(res.sum.names_wrong, 0);
+	check_result_free(&res);
+	/* The rebuild restores the final name. */
+	tk_rebuild(k, &rb);
+	assert_int_equal(rb.lost_found, 0);
+	rebuild_result_free(&rb);
+	assert_int_equal(idx_lookup(k->idx, KV_ROOT_INO, "x.bin", &a), 0);
+	assert_int_equal(a.ino, f.ino);
+	kf_close(k);
+}
+
+/*
+ * Without the repair, the rebuild keeps the file in /lost+found (under its
+ * temporary name and its inode number), where the daemon's sweep of stale
+ * temporary files does not remove it.
+ */
+static void test_rebuild_lost_found(void **state)
+{
+	struct kf *k = *state;
+	struct kf_file f = {.name = "y.bin_7.tmp", .len = 100, .seed = 5};
+	struct rebuild_result rb;
+	struct idx_attr a;
+	uint64_t replaced;
+	uint32_t rn;
+	char name[64];
+
+	kf_open(k, TK_FILE_MAX);
+	kf_write(k, &f);
+	assert_int_equal(idx_rename(k->idx, KV_ROOT_INO, f.name, KV_ROOT_INO,
+				    "y.bin", 0, 2, &replaced, &rn),
+			 0);
+	kf_close(k);
+	tk_rebuild(k, &rb);
+	assert_int_equal(rb.lost_found, 1);
+	assert_int_equal(rb.nnotes, 1);
+	snprintf(name, sizeof(name), "y.bin_7.tmp.%llu",
+		 (unsigned long long)f.ino);
+	assert_string_equal(rb.notes[0].what + strlen("/lost+found/"), name);
+	rebuild_result_free(&rb);
+	assert_int_equal(idx_lookup(k->idx, KV_ROOT_INO, "lost+found", &a), 0);
+	assert_int_equal(idx_lookup(k->idx, a.ino, name, &a), 0);
+	assert_int_equal(a.ino, f.ino);
+	assert_int_equal(a.size, 100);
+	kf_close(k);
+}
+
 static void test_kvdb_lock_busy(void **state)
 {
 	struct kf *k = *state;
@@ -320,6 +535,9 @@ int main(void)
 		T(test_check_finds_short_and_corrupt),
 		T(test_check_repair_drops_only_short),
 		T(test_rebuild_restores_names),
+		T(test_rebuild_links_nodes_moves),
+		T(test_audit_repairs_lost_name),
+		T(test_rebuild_lost_found),
 		T(test_kvdb_lock_busy),
 #undef T
 	};

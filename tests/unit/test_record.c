@@ -268,7 +268,7 @@ static void test_hdr_decode_rejects(void **state)
 			{8, 4, 0},
 			{8, 4, STORE_FORMAT_VERSION + 1},
 			{12, 4, 0},
-			{12, 4, 4}, /* types are 1 to 3 */
+			{12, 4, 6}, /* types are 1 to 5 */
 			{16, 4, 0},
 			{16, 4, KV_ALIGN / 2},
 			{16, 4, KV_ALIGN + 1},
