@@ -17,8 +17,9 @@
 #     its size, where the name record of a block stored before starts
 #     (b_cut), so that a block whose data record is whole loses its rename:
 #     fsck reports exactly the blocks whose records the cut reaches (SHORT,
-#     as the index's record offsets say) and exits 4; --repair exits 1;
-#     fsck then exits 0; the rebuilt mount holds every other block under
+#     as the index's record offsets say) and the block whose rename it
+#     took (NAME), and exits 4; --repair fixes that name and exits 1; fsck
+#     then exits 0; the rebuilt mount holds every other block under
 #     its final path, byte-exact, and nothing else, before and after a
 #     remount (the first mount's start-up sweep of stale temporary files
 #     has run by then).
@@ -237,8 +238,11 @@ b_cut() {
 			if (best == "" || d < bd) { best = $1; bd = d } }
 		END { print best == "" ? half : best }' \
 		"$T_TMP/records" "$T_TMP/headers")
+	# The block whose rename the cut takes (none when CUT is the half).
+	CUT_NAME=$(awk -v cut="$CUT" '$1 == cut && $2 == 2 { print $4 }' \
+		"$T_TMP/headers")
 	t_log "data file $F: $(wc -l <"$T_TMP/headers") records, half at $half," \
-		"cut at $CUT"
+		"cut at $CUT (the rename to ${CUT_NAME:-nothing})"
 }
 
 # b_intact_final MNT: every intact block, and nothing else, under its final
@@ -261,7 +265,11 @@ case_B() {
 		LC_ALL=C sort >"$T_TMP/got.short"
 	t_compare "B-fsck-reports-the-short-blocks" "$T_TMP/short" \
 		"$T_TMP/got.short" 0 "index records past the cut" "fsck"
+	[ -z "$CUT_NAME" ] ||
+		has fsck "^NAME +$CUT_NAME: "
 	kc_run 1 repair "$KC" fsck --repair "$DATA"
+	[ -z "$CUT_NAME" ] ||
+		has repair "^NAME +$CUT_NAME: .* -> fixed\$"
 	kc_run 0 fsck-after-repair "$KC" fsck "$DATA"
 	has fsck-after-repair "^checked $(wc -l <"$T_TMP/intact") blocks .*: 0 damaged"
 	rebuild_index "$DATA"
