@@ -26,6 +26,7 @@
 #include "index.h"
 #include "kvdb.h"
 #include "kvtypes.h"
+#include "record.h"
 #include "store.h"
 
 struct kf {
@@ -166,6 +167,23 @@ static inline void kf_write(struct kf *k, struct kf_file *f)
 	store_append_done(k->st, f->ext.file_id);
 	free(buf);
 	free(crcs);
+}
+
+/* Appends the metadata record kvfs would write for ino's names now. */
+static inline void kf_meta(struct kf *k, uint64_t ino)
+{
+	char *buf = malloc(STORE_META_MAX);
+	struct idx_attr a;
+	size_t used;
+	int type;
+
+	assert_non_null(buf);
+	assert_int_equal(idx_getattr(k->idx, ino, &a), 0);
+	type = idx_meta_field(k->idx, &a, buf, STORE_META_MAX, &used);
+	assert_true(type > 0);
+	assert_int_equal(
+		store_append_meta(k->st, (uint32_t)type, ino, buf, used), 0);
+	free(buf);
 }
 
 /* Makes directory "sub" at the root; returns its inode. */

@@ -293,23 +293,6 @@ static void test_rebuild_restores_names(void **state)
 	assert_string_equal(k->errors, "");
 }
 
-/* Appends the metadata record kvfs would write for ino's names now. */
-static void tk_meta(struct kf *k, uint64_t ino)
-{
-	char *buf = malloc(STORE_META_MAX);
-	struct idx_attr a;
-	size_t used;
-	int type;
-
-	assert_non_null(buf);
-	assert_int_equal(idx_getattr(k->idx, ino, &a), 0);
-	type = idx_meta_field(k->idx, &a, buf, STORE_META_MAX, &used);
-	assert_true(type > 0);
-	assert_int_equal(
-		store_append_meta(k->st, (uint32_t)type, ino, buf, used), 0);
-	free(buf);
-}
-
 /* Rebuilds the index of k->dir from its data files; opens it again. */
 static void tk_rebuild(struct kf *k, struct rebuild_result *rb)
 {
@@ -355,19 +338,19 @@ static void test_rebuild_links_nodes_moves(void **state)
 	assert_int_equal(idx_create(k->idx, f.dir, "d2", &d2, NULL), 0);
 	/* f gets a second name; FIFO, device, symlink; a FIFO made, removed. */
 	assert_int_equal(idx_link(k->idx, f.ino, KV_ROOT_INO, "f2", 2, &a), 0);
-	tk_meta(k, f.ino);
+	kf_meta(k, f.ino);
 	assert_int_equal(idx_create(k->idx, f.dir, "p", &fifo, NULL), 0);
-	tk_meta(k, fifo.ino);
+	kf_meta(k, fifo.ino);
 	assert_int_equal(idx_create(k->idx, KV_ROOT_INO, "c", &dev, NULL), 0);
-	tk_meta(k, dev.ino);
+	kf_meta(k, dev.ino);
 	assert_int_equal(idx_create(k->idx, KV_ROOT_INO, "l", &lnk, "sub/g"),
 			 0);
-	tk_meta(k, lnk.ino);
+	kf_meta(k, lnk.ino);
 	assert_int_equal(idx_create(k->idx, KV_ROOT_INO, "q", &gone, NULL), 0);
-	tk_meta(k, gone.ino);
+	kf_meta(k, gone.ino);
 	assert_int_equal(
 		idx_unlink(k->idx, KV_ROOT_INO, "q", 0, 2, &replaced, &rn), 0);
-	tk_meta(k, gone.ino);
+	kf_meta(k, gone.ino);
 	/* /sub -> /top, then /top/d2 -> /d3 after g moved into it. */
 	assert_int_equal(idx_rename(k->idx, KV_ROOT_INO, "sub", KV_ROOT_INO,
 				    "top", 0, 2, &replaced, &rn),
@@ -378,7 +361,7 @@ static void test_rebuild_links_nodes_moves(void **state)
 	assert_int_equal(idx_rename(k->idx, f.dir, "g", d2.ino, "g", 0, 2,
 				    &replaced, &rn),
 			 0);
-	tk_meta(k, g.ino);
+	kf_meta(k, g.ino);
 	assert_int_equal(idx_rename(k->idx, f.dir, "d2", KV_ROOT_INO, "d3", 0,
 				    2, &replaced, &rn),
 			 0);

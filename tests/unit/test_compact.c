@@ -172,6 +172,77 @@ static void test_compact_moves_live_drops_dead(void **state)
 	compact_result_free(&r);
 }
 
+/* How many records of type of ino the data files hold (a scan of k). */
+static unsigned tc_count(struct kf *k, uint64_t ino, uint32_t type)
+{
+	struct kvdb_scan scan = {0};
+	struct kvdb *db = tc_open(k, NULL);
+	unsigned n = 0;
+
+	assert_int_equal(kvdb_scan(db, &scan), 0);
+	kvdb_close(db);
+	for (size_t i = 0; i < scan.nrecs; i++)
+		n += scan.recs[i].ino == ino && scan.recs[i].type == type;
+	kvdb_scan_free(&scan);
+	return n;
+}
+
+/*
+ * Node and move records: gc keeps the newest node record of a special
+ * file, a removal while an older node record of that file is left (the
+ * next gc drops it), and every move record; it drops superseded node
+ * records.
+ */
+static void test_compact_node_move_records(void **state)
+{
+	struct kf *k = *state;
+	struct compact_opts o = {.threshold = 100};
+	struct idx_attr p = {.mode = S_IFIFO | 0644},
+			q = {.mode = S_IFSOCK | 0755}, a;
+	struct compact_result r;
+	struct kvdb *db;
+	uint64_t ino;
+	uint32_t n;
+	struct tc t;
+
+	tc_populate(k, &t);
+	kf_open(k, TC_FILE_MAX);
+	assert_int_equal(idx_create(k->idx, KV_ROOT_INO, "p", &p, NULL), 0);
+	kf_meta(k, p.ino);
+	assert_int_equal(idx_rename(k->idx, KV_ROOT_INO, "p", KV_ROOT_INO, "p2",
+				    0, 2, &ino, &n),
+			 0);
+	kf_meta(k, p.ino);
+	assert_int_equal(idx_create(k->idx, KV_ROOT_INO, "q", &q, NULL), 0);
+	kf_meta(k, q.ino);
+	assert_int_equal(idx_unlink(k->idx, KV_ROOT_INO, "q", 0, 2, &ino, &n),
+			 0);
+	kf_meta(k, q.ino);
+	assert_int_equal(idx_release_inode(k->idx, q.ino, &a.ext), 0);
+	assert_int_equal(
+		store_append_meta(k->st, STORE_REC_MOVE, 77, "/x\0/y", 5), 0);
+	kf_close(k);
+	assert_int_equal(tc_count(k, p.ino, STORE_REC_NODE), 2);
+	assert_int_equal(tc_count(k, q.ino, STORE_REC_NODE), 2);
+
+	db = tc_open(k, NULL);
+	assert_int_equal(compact_run(db, &o, &r), 0);
+	kvdb_close(db);
+	compact_result_free(&r);
+	assert_int_equal(tc_count(k, p.ino, STORE_REC_NODE), 1);
+	assert_int_equal(tc_count(k, q.ino, STORE_REC_NODE), 1);
+	assert_int_equal(tc_count(k, 77, STORE_REC_MOVE), 1);
+	/* Now that the removal is all that is left, it goes too. */
+	db = tc_open(k, NULL);
+	assert_int_equal(compact_run(db, &o, &r), 0);
+	kvdb_close(db);
+	compact_result_free(&r);
+	assert_int_equal(tc_count(k, p.ino, STORE_REC_NODE), 1);
+	assert_int_equal(tc_count(k, q.ino, STORE_REC_NODE), 0);
+	assert_int_equal(tc_count(k, 77, STORE_REC_MOVE), 1);
+	assert_string_equal(k->errors, "");
+}
+
 /* Everything the tests compare before and after. */
 struct tc_snap {
 	uint64_t size[64];
@@ -295,6 +366,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, kf_setup, kf_teardown)
 		T(test_compact_moves_live_drops_dead),
+		T(test_compact_node_move_records),
 		T(test_compact_dry_run_changes_nothing),
 		T(test_compact_write_fails_midway),
 		T(test_compact_sync_fails),
