@@ -5,7 +5,8 @@
  * refuses a mounted data directory, opens it with kvdb_open() (kvfs.lock
  * held for the whole run), runs the rebuild and the check, and prints the
  * findings as text or as one JSON object. The summary counts are one field
- * table that both printers walk. Single-threaded.
+ * table that both printers walk. Its exit statuses are e2fsck's
+ * (fsck_exit_status), not the other commands' KC_EXIT_*. Single-threaded.
  */
 #include "kc.h"
 
@@ -24,6 +25,22 @@
 #include "offline.h"
 #include "tbuf.h"
 #include "rebuild.h"
+
+/* fsck's exit statuses, as kvfsctl(8) states them. */
+enum fsck_exit {
+	FSCK_EXIT_CLEAN = 0,	   /* nothing wrong */
+	FSCK_EXIT_REPAIRED = 1,	   /* damage found, all of it repaired */
+	FSCK_EXIT_DAMAGE_LEFT = 4, /* damage found and left */
+	FSCK_EXIT_ERROR = 8,	   /* the check could not run or finish */
+	FSCK_EXIT_USAGE = 16,	   /* bad options or arguments */
+};
+
+/* How far the command got. */
+enum fsck_stage {
+	FSCK_BAD_USAGE, /* the options or arguments are wrong */
+	FSCK_FAILED,	/* the check could not run or finish */
+	FSCK_CHECKED,	/* the findings are in */
+};
 
 struct fsck_opts {
 	int json;
@@ -69,9 +86,17 @@ static const char fsck_usage[] =
 	"  --json           print one JSON object instead of text\n"
 	"  -h, --help       print this help\n"
 	"\n"
-	"Exit status: 0 clean, 1 damage found (also after --repair), 2 usage "
-	"or\n"
-	"operational error (DATADIR mounted, unreadable, ...).\n";
+	"Exit status, as e2fsck's:\n"
+	"   0  nothing wrong (records that could be reclaimed do not count)\n"
+	"   1  damage found and all of it repaired (short blocks dropped, "
+	"names\n"
+	"      fixed, files the rebuild put in /lost+found)\n"
+	"   4  damage left: any damage without --repair, a corrupt block "
+	"kept,\n"
+	"      a repair that failed, records the rebuild left out\n"
+	"   8  operational error (DATADIR mounted, locked, unreadable, I/O,\n"
+	"      memory)\n"
+	"  16  usage error (bad option or arguments)\n";
 
 /* --- hooks ------------------------------------------------------------ */
 
@@ -124,6 +149,7 @@ enum fsck_ftype {
 	FSCK_F_OLD,	/* the old index's name (rebuild) */
 	FSCK_F_NOTES,	/* JSON: the rebuild's notes */
 	FSCK_F_DAMAGED, /* JSON: the damaged blocks */
+	FSCK_F_NAMES,	/* JSON: the names a rebuild would lose */
 	FSCK_F_RECLAIM, /* JSON: the reclaimable records */
 	FSCK_F_CLEAN,	/* JSON: true or false */
 };
@@ -152,6 +178,7 @@ static const struct fsck_field fsck_rebuild_fields[] = {
 	RB("torn", ", ", " torn", torn),
 	RB("no_whole_data", ", ", " inodes without a whole data record",
 	   no_data),
+	RB("lost_found", ", ", " put in /lost+found", lost_found),
 	RB("left_out", ", ", " left out", skipped),
 	{"old_index", "); ", "\n", FSCK_F_OLD, 0, 0},
 	{"notes", NULL, NULL, FSCK_F_NOTES, 0, 0},
@@ -172,6 +199,10 @@ static const struct fsck_field fsck_summary_fields[] = {
 	SUM("short", " (", " provably short", FSCK_F_COUNT, nshort, 0),
 	SUM("corrupt", ", ", " corrupt)", FSCK_F_COUNT, ncorrupt, 0),
 	SUM("dropped", ", ", " dropped", FSCK_F_COUNT, dropped, 1),
+	{"names", NULL, NULL, FSCK_F_NAMES, 0, 0},
+	SUM("names_wrong", "; ", " names a rebuild would lose", FSCK_F_COUNT,
+	    names_wrong, 0),
+	SUM("names_fixed", " (", " fixed)", FSCK_F_COUNT, names_fixed, 1),
 	{"reclaimable", NULL, NULL, FSCK_F_RECLAIM, 0, 0},
 	SUM(NULL, "\nreclaimable: ", " unreferenced records", FSCK_F_COUNT,
 	    unreferenced, 0),
@@ -195,10 +226,42 @@ static uint64_t fsck_u64(const void *base, const struct fsck_field *f)
 	return v;
 }
 
-static int fsck_clean(const struct fsck_out *o)
+/* a - b, or 0 when b is larger (what a repair left of what was found). */
+static uint64_t fsck_left(uint64_t a, uint64_t b)
 {
-	return !(o->res->sum.nshort + o->res->sum.ncorrupt +
-		 (o->rb->done ? o->rb->skipped : 0));
+	return a > b ? a - b : 0;
+}
+
+/*
+ * The exit status (kvfsctl(8)); o is read at FSCK_CHECKED only. Damage is
+ * a short or corrupt block, a name a rebuild would lose, a record the
+ * rebuild left out, a file it put in /lost+found; it is left unless
+ * --repair took care of it. A corrupt block is never repaired (it is
+ * kept), and neither is a record left out; a file in /lost+found is.
+ */
+static int fsck_exit_status(enum fsck_stage stage, const struct fsck_out *o)
+{
+	const struct check_summary *s;
+	uint64_t skipped, lost_found, found, left;
+
+	if (stage == FSCK_BAD_USAGE)
+		return FSCK_EXIT_USAGE;
+	if (stage == FSCK_FAILED)
+		return FSCK_EXIT_ERROR;
+	s = &o->res->sum;
+	skipped = o->rb->done ? o->rb->skipped : 0;
+	lost_found = o->rb->done ? o->rb->lost_found : 0;
+	found = s->nshort + s->ncorrupt + s->names_wrong + s->repair_failed +
+		skipped + lost_found;
+	if (o->repair)
+		left = fsck_left(s->nshort, s->dropped) + s->ncorrupt +
+		       fsck_left(s->names_wrong, s->names_fixed) +
+		       s->repair_failed + skipped;
+	else
+		left = s->nshort + s->ncorrupt + s->names_wrong + skipped;
+	return left    ? FSCK_EXIT_DAMAGE_LEFT
+	       : found ? FSCK_EXIT_REPAIRED
+		       : FSCK_EXIT_CLEAN;
 }
 
 static void fsck_text_fields(const struct fsck_out *o,
@@ -253,6 +316,14 @@ static void fsck_text_finding(const struct fsck_out *o,
 {
 	char a[32];
 
+	if (x->kind == CHECK_NAME) {
+		printf("%-8s %s: %s%s\n", fsck_kind_label(x->kind),
+		       x->path ? x->path : "?", x->detail ? x->detail : "",
+		       x->action == CHECK_ACTION_FIXED ? " -> fixed"
+		       : o->repair		       ? " -> not fixed"
+						       : "");
+		return;
+	}
 	if (x->kind == CHECK_SHORT || x->kind == CHECK_CORRUPT) {
 		printf("%-8s %s: %s%s\n", fsck_kind_label(x->kind),
 		       x->path ? x->path : "?", x->detail,
@@ -270,6 +341,17 @@ static void fsck_text_finding(const struct fsck_out *o,
 	       kc_size(a, sizeof(a), x->bytes));
 }
 
+/*
+ * A rebuild's note is about a file it put in /lost+found when it names
+ * one there; the other notes are about records it left out.
+ */
+static int fsck_note_lost_found(const struct rebuild_note *n)
+{
+	static const char lf[] = "/lost+found/";
+
+	return strncmp(n->what, lf, sizeof(lf) - 1) == 0;
+}
+
 static void fsck_report_text(const struct fsck_out *o)
 {
 	const struct rebuild_result *rb = o->rb;
@@ -281,8 +363,10 @@ static void fsck_report_text(const struct fsck_out *o)
 					 sizeof(fsck_rebuild_fields[0]),
 				 rb);
 	for (size_t i = 0; i < rb->nnotes; i++)
-		printf("LEFT OUT %s: %s\n", rb->notes[i].what,
-		       rb->notes[i].why);
+		printf("%s %s: %s\n",
+		       fsck_note_lost_found(&rb->notes[i]) ? "LOST+FOUND"
+							   : "LEFT OUT",
+		       rb->notes[i].what, rb->notes[i].why);
 	for (size_t i = 0; i < o->res->n; i++)
 		fsck_text_finding(o, &o->res->v[i]);
 	fsck_text_fields(o, fsck_summary_fields,
@@ -307,6 +391,8 @@ static void fsck_json_notes(const struct rebuild_result *rb)
 	for (size_t i = 0; i < rb->nnotes; i++) {
 		printf("%s{\"what\": ", i ? ", " : "");
 		tbuf_json_fput(stdout, rb->notes[i].what);
+		printf(", \"lost_found\": %s",
+		       fsck_note_lost_found(&rb->notes[i]) ? "true" : "false");
 		printf(", \"why\": ");
 		tbuf_json_fput(stdout, rb->notes[i].why);
 		printf("}");
@@ -347,23 +433,43 @@ static void fsck_json_reclaim(const struct check_finding *x)
 	printf("}");
 }
 
-/* The findings of one group (damaged or reclaimable) as a JSON array. */
-static void fsck_json_list(const struct check_result *res, int damaged)
+static void fsck_json_name(const struct check_finding *x)
+{
+	printf("{\"path\": ");
+	fsck_json_str_or_null(x->path);
+	printf(", \"ino\": %llu, \"detail\": ", (unsigned long long)x->ino);
+	fsck_json_str_or_null(x->detail);
+	printf(", \"data_file\": %u, \"offset\": %llu, \"action\": \"%s\"}",
+	       x->data_file, (unsigned long long)x->offset,
+	       x->action == CHECK_ACTION_FIXED ? "fixed" : "none");
+}
+
+/* The JSON array a finding goes in (FSCK_F_DAMAGED, _NAMES, _RECLAIM). */
+static enum fsck_ftype fsck_json_group(const struct check_finding *x)
+{
+	if (x->kind == CHECK_SHORT || x->kind == CHECK_CORRUPT)
+		return FSCK_F_DAMAGED;
+	return x->kind == CHECK_NAME ? FSCK_F_NAMES : FSCK_F_RECLAIM;
+}
+
+/* The findings of one group (fsck_json_group) as a JSON array. */
+static void fsck_json_list(const struct check_result *res,
+			   enum fsck_ftype group)
 {
 	int first = 1;
 
 	printf("[");
 	for (size_t i = 0; i < res->n; i++) {
 		const struct check_finding *x = &res->v[i];
-		int is_damaged =
-			x->kind == CHECK_SHORT || x->kind == CHECK_CORRUPT;
 
-		if (is_damaged != damaged)
+		if (fsck_json_group(x) != group)
 			continue;
 		printf("%s", first ? "" : ", ");
 		first = 0;
-		if (damaged)
+		if (group == FSCK_F_DAMAGED)
 			fsck_json_damaged(x);
+		else if (group == FSCK_F_NAMES)
+			fsck_json_name(x);
 		else
 			fsck_json_reclaim(x);
 	}
@@ -384,10 +490,14 @@ static void fsck_json_fields(const struct fsck_out *o,
 			fsck_json_str_or_null(o->rb->old);
 		else if (f->type == FSCK_F_NOTES)
 			fsck_json_notes(o->rb);
-		else if (f->type == FSCK_F_DAMAGED || f->type == FSCK_F_RECLAIM)
-			fsck_json_list(o->res, f->type == FSCK_F_DAMAGED);
+		else if (f->type == FSCK_F_DAMAGED || f->type == FSCK_F_NAMES ||
+			 f->type == FSCK_F_RECLAIM)
+			fsck_json_list(o->res, f->type);
 		else if (f->type == FSCK_F_CLEAN)
-			printf("%s", fsck_clean(o) ? "true" : "false");
+			printf("%s", fsck_exit_status(FSCK_CHECKED, o) ==
+						     FSCK_EXIT_CLEAN
+					     ? "true"
+					     : "false");
 		else
 			printf("%llu", (unsigned long long)fsck_u64(base, f));
 	}
@@ -475,7 +585,10 @@ static void fsck_open_err(const char *datadir, const struct kvdb_error *e)
 		kc_err("fsck", "%s", e->msg);
 }
 
-/* Opens, rebuilds, checks and reports; returns the exit status. */
+/*
+ * Opens, rebuilds, checks and reports; returns the exit status. A repair
+ * that failed is not an error of the run: it is damage left.
+ */
 static int fsck_run(const struct fsck_opts *fo, const char *datadir)
 {
 	struct fsck_bar bar = {.on = isatty(STDERR_FILENO)};
@@ -494,7 +607,7 @@ static int fsck_run(const struct fsck_opts *fo, const char *datadir)
 	struct check_opts co = {.repair = fo->repair};
 	struct rebuild_opts ro;
 	struct kvdb *db = NULL;
-	int ret = KC_EXIT_ERROR;
+	int ret = fsck_exit_status(FSCK_FAILED, NULL);
 
 	co.now_ns = (int64_t)clock_realtime_ns();
 	ro.now_ns = co.now_ns;
@@ -521,10 +634,8 @@ static int fsck_run(const struct fsck_opts *fo, const char *datadir)
 			fsck_report_json(&o);
 		else
 			fsck_report_text(&o);
-		ret = fsck_clean(&o) ? KC_EXIT_OK : KC_EXIT_DAMAGE;
+		ret = fsck_exit_status(FSCK_CHECKED, &o);
 	}
-	if (res.sum.repair_failed)
-		ret = KC_EXIT_ERROR;
 out:
 	check_result_free(&res);
 	rebuild_result_free(&rb);
@@ -541,14 +652,15 @@ int kc_fsck(int argc, char **argv)
 
 	i = fsck_parse(&fo, argc, argv, &help);
 	if (i < 0)
-		return KC_EXIT_ERROR;
+		return fsck_exit_status(FSCK_BAD_USAGE, NULL);
 	if (help) {
 		fputs(fsck_usage, stdout);
-		return KC_EXIT_OK;
+		return FSCK_EXIT_CLEAN;
 	}
+	/* Not a data directory, mounted, locked: it cannot be checked. */
 	datadir = kc_offline_datadir(&fsck_offline, argv[i]);
 	if (!datadir)
-		return KC_EXIT_ERROR;
+		return fsck_exit_status(FSCK_FAILED, NULL);
 	/* What an operator changed goes to the system log. */
 	if (fo.repair || fo.rebuild)
 		kc_offline_log_changes();

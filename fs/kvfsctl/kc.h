@@ -27,7 +27,7 @@ struct store_hdr;
 
 /* Exit statuses, as kvfsctl(8) states them. */
 #define KC_EXIT_OK 0
-#define KC_EXIT_DAMAGE 1 /* fsck found damage */
+#define KC_EXIT_DAMAGE 1 /* evict: above target; gc: a file skipped */
 #define KC_EXIT_ERROR 2	 /* usage or operational error */
 
 /* What a MOUNTPOINT|DATADIR argument turned out to be. */
@@ -153,7 +153,7 @@ int kc_verdicts(int argc, char **argv); /* cmd-verdicts.c */
 int kc_clear(int argc, char **argv);	/* cmd-clear.c */
 int kc_evict(int argc, char **argv);	/* cmd-evict.c */
 int kc_sync(int argc, char **argv);	/* cmd-sync.c */
-/* The fsck command (kvfsctl_fsck.c): returns the exit status. */
+/* The fsck command (cmd-fsck.c): returns its own exit status (0-16). */
 int kc_fsck(int argc, char **argv);
 /* The gc command (kvfsctl_gc.c): returns the exit status. */
 int kc_gc(int argc, char **argv);

@@ -39,9 +39,10 @@ static void kc_usage(FILE *f)
 		   "Commands:\n");
 	for (size_t i = 0; i < KC_NCMDS; i++)
 		fprintf(f, "  %-9s %s\n", kc_cmds[i].name, kc_cmds[i].summary);
-	fprintf(f, "\nExit status: 0 success, 1 fsck found damage (see each "
-		   "command's --help),\n2 usage or operational error. See "
-		   "kvfsctl(8).\n");
+	fprintf(f, "\nExit status: 0 success, 1 evict or gc did not finish "
+		   "the job (see each\ncommand's --help), 2 usage or "
+		   "operational error; fsck has e2fsck's\n(0, 1, 4, 8, 16: "
+		   "kvfsctl fsck --help). See kvfsctl(8).\n");
 }
 
 int main(int argc, char **argv)

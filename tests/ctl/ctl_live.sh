@@ -12,7 +12,8 @@
 #    it, clear lifts it and the next lookup finds the block again;
 #  - bad arguments: exit 2, a "kvfsctl CMD: ..." message, nothing on
 #    stdout, and nothing changed in the mount or the verdict cache;
-#  - fsck refuses a mounted data directory;
+#  - fsck refuses a mounted data directory (exit 8) and an unknown option
+#    (exit 16);
 #  - the control socket is gone after the unmount.
 . "$(dirname "$0")/lib.sh"
 PROMCHECK=${PROMCHECK:?PROMCHECK is not set}
@@ -226,12 +227,17 @@ kc_fails "sync: too many arguments" "$KC" sync "$MNT" x
 kc_fails "sync: .*neither a kvfs mount point nor" "$KC" sync "$PLAIN"
 kc_fails "clear: .*does not exist \(ENOENT\)" "$KC" clear "$MNT" nodir/k1.bin
 kc_fails "clear: .*neither a kvfs mount point nor" "$KC" clear "$PLAIN" /x
-kc_fails "fsck: .*is being served by kvfs \(pid [0-9]+, mounted at" \
+# fsck's statuses are e2fsck's: 8 operational error, 16 usage error.
+KC_FAILS_STATUS=8 kc_fails \
+	"fsck: .*is being served by kvfs \(pid [0-9]+, mounted at" \
 	"$KC" fsck "$MNT"
-kc_fails "fsck: .*is being served by kvfs \(pid [0-9]+, mounted at" \
+KC_FAILS_STATUS=8 kc_fails \
+	"fsck: .*is being served by kvfs \(pid [0-9]+, mounted at" \
 	"$KC" fsck --repair "$DATA"
-kc_fails "fsck: .*is being served by kvfs" "$KC" fsck --rebuild-index "$DATA"
-kc_fails "fsck: unknown option '--bogus'" "$KC" fsck --bogus "$DATA"
+KC_FAILS_STATUS=8 kc_fails "fsck: .*is being served by kvfs" \
+	"$KC" fsck --rebuild-index "$DATA"
+KC_FAILS_STATUS=16 kc_fails "fsck: unknown option '--bogus'" \
+	"$KC" fsck --bogus "$DATA"
 "$KC" verdicts --json "$MNT" >"$T_TMP/verdicts.after" ||
 	t_fail "verdicts --json"
 t_run "$T_TMP/tree.after" "$T_TMP/tree.err" "$TREE_DUMP" -C -i .kvfs "$MNT"

@@ -5,8 +5,9 @@
 # rewrite over an existing name, an eviction) and unmounted, then:
 #  - status reads the index and data files offline and says "not mounted";
 #    stats, verdicts and clear refuse (exit 2);
-#  - fsck of the clean store: exit 0; bad arguments and a data directory
-#    locked by someone else: exit 2 and nothing changed;
+#  - fsck of the clean store: exit 0; bad arguments: exit 16, a path that
+#    is no data directory and a data directory locked by someone else:
+#    exit 8, and nothing changed (fsck's statuses are e2fsck's);
 #  - --rebuild-index after index.db is deleted, and with index.db present
 #    (moved aside): every block comes back with its name, size and bytes
 #    (tree_dump of the remounted store is identical, modes included: the
@@ -14,27 +15,14 @@
 #    rule);
 #  - a data file truncated inside a record and payload bytes overwritten in
 #    another: fsck reports exactly the blocks whose records the truncation
-#    cut (SHORT) and the overwritten one (CORRUPT, with its chunk); --repair
-#    drops the short ones and keeps the corrupt one; after a remount the
-#    dropped names are absent, the corrupt block fails to read, and every
-#    other block reads back byte-exact.
+#    cut (SHORT) and the overwritten one (CORRUPT, with its chunk), exit 4;
+#    --repair drops the short ones and keeps the corrupt one, exit 4 (damage
+#    left), and so does fsck after it; after a remount the dropped names are
+#    absent, the corrupt block fails to read, and every other block reads
+#    back byte-exact;
+#  - the same truncation alone: fsck exits 4, --repair drops the short
+#    blocks and exits 1 (all repaired), fsck after it exits 0.
 . "$(dirname "$0")/lib.sh"
-
-# records DATADIR: "path file_id offset header_length length" of every
-# named regular file with a record, in data-file order (read with sqlite3,
-# independently of kvfsctl).
-records() {
-	sqlite3 -readonly "$1/index.db" "
-		WITH RECURSIVE p(ino, path) AS (
-			SELECT 1, ''
-			UNION ALL
-			SELECT d.ino, p.path || '/' || d.name
-			FROM dentries AS d JOIN p ON d.parent = p.ino)
-		SELECT p.path, i.file_id, i.rec_off, i.hdr_len, i.rec_len
-		FROM p JOIN inodes AS i ON i.ino = p.ino
-		WHERE i.file_id != 0 ORDER BY i.file_id, i.rec_off" |
-		tr '|' ' '
-}
 
 kc_init
 command -v sqlite3 >/dev/null || t_skip "no sqlite3 (Debian package sqlite3)"
@@ -82,9 +70,11 @@ has fsck "^checked $NBLK blocks .*: 0 damaged"
 kc_run 0 fsck-json "$KC" fsck --json "$DATA"
 has fsck-json '"damaged": \[\], "short": 0, "corrupt": 0'
 has fsck-json '"clean": true\}$'
+KC_FAILS_STATUS=16
 kc_fails "fsck: missing DATADIR" "$KC" fsck
 kc_fails "fsck: too many arguments" "$KC" fsck "$DATA" "$DATA"
 kc_fails "fsck: unknown option '--fast'" "$KC" fsck --fast "$DATA"
+KC_FAILS_STATUS=8
 kc_fails "fsck: .*No such file or directory" "$KC" fsck "$T_TMP/none"
 kc_fails "fsck: .*neither a kvfs mount point nor" "$KC" fsck "$MNT"
 # A daemon holds the lock (as kvfs does, with flock): fsck keeps out.
@@ -98,6 +88,7 @@ kc_fails "fsck: .*is locked by process [0-9]+: a kvfs serves it" \
 	"$KC" fsck --repair "$DATA"
 kc_fails "fsck: .*is locked by process [0-9]+: a kvfs serves it" \
 	"$KC" fsck --rebuild-index "$DATA"
+KC_FAILS_STATUS=
 kill "$holder"
 wait "$holder" 2>/dev/null
 sums "$DATA" >"$T_TMP/sums.after"
@@ -170,6 +161,10 @@ printf 'KVFSCTL-CORRUPT!' | dd of="$BNAME" bs=1 seek=$((B_OFF + B_HDR + BPOS)) \
 	conv=notrunc status=none || t_fail "overwrite in $BNAME"
 cmp -s "$BNAME" "$T_TMP/b.orig" && t_fail "the overwrite changed nothing"
 truncate -s $CUT "$FNAME" || t_fail "truncate $FNAME"
+# The same cut alone, in another copy: damage that --repair repairs whole.
+SH=$(copy short)
+truncate -s $CUT "$(printf '%s/data/%06d.kvd' "$SH" "$F")" ||
+	t_fail "truncate in $SH"
 {
 	cat "$T_TMP/expect.short"
 	echo "$B_PATH corrupt"
@@ -177,27 +172,46 @@ truncate -s $CUT "$FNAME" || t_fail "truncate $FNAME"
 t_log "damage: $FNAME cut at $CUT ($(wc -l <"$T_TMP/expect.short") blocks" \
 	"short), $B_PATH overwritten at payload byte $BPOS (chunk $CHUNK)"
 
-kc_run 1 fsck-damaged "$KC" fsck --json "$DM"
+kc_run 4 fsck-damaged "$KC" fsck --json "$DM"
+has fsck-damaged '"clean": false\}$'
 sed 's/}, {/}\n{/g' "$T_TMP/out" |
 	sed -n 's/.*"path": "\([^"]*\)", "ino": [0-9]*, "reason": "\([a-z]*\)".*/\1 \2/p' |
 	sort >"$T_TMP/got.damaged"
 t_compare "fsck-reports-exactly-the-damaged-blocks" "$T_TMP/expect.damaged" \
 	"$T_TMP/got.damaged"
-kc_run 1 fsck-damaged-text "$KC" fsck "$DM"
+kc_run 4 fsck-damaged-text "$KC" fsck "$DM"
 has fsck-damaged-text "^CORRUPT +$B_PATH: CRC mismatch at chunk $CHUNK "
 has fsck-damaged-text "^SHORT +.*: data file $(printf %06d "$F").kvd ends at $CUT, before the record's end at [0-9]+ \(provably short\)\$"
 t_log "fsck found exactly the damaged blocks"
 
-kc_run 1 repair "$KC" fsck --repair "$DM"
+# The corrupt block is kept: damage is left.
+kc_run 4 repair "$KC" fsck --repair "$DM"
 [ "$(grep -c '^SHORT .* -> dropped$' "$T_TMP/out")" -eq \
 	"$(wc -l <"$T_TMP/expect.short")" ] || {
 	t_show "$T_TMP/out"
 	t_fail "--repair did not drop every short block"
 }
 has repair "^CORRUPT +$B_PATH: .* -> kept\$"
-kc_run 1 fsck-after-repair "$KC" fsck --json "$DM"
+kc_run 4 fsck-after-repair "$KC" fsck --json "$DM"
 has fsck-after-repair '"short": 0, "corrupt": 1, '
 t_log "--repair dropped the short blocks and kept the corrupt one"
+
+# Short blocks alone: found (4), all dropped by --repair (1), gone (0).
+NSHORT=$(wc -l <"$T_TMP/expect.short")
+kc_run 4 fsck-short "$KC" fsck "$SH"
+[ "$(grep -c '^SHORT ' "$T_TMP/out")" -eq "$NSHORT" ] || {
+	t_show "$T_TMP/out"
+	t_fail "fsck-short: want $NSHORT SHORT lines"
+}
+kc_run 1 repair-short "$KC" fsck --repair "$SH"
+[ "$(grep -c '^SHORT .* -> dropped$' "$T_TMP/out")" -eq "$NSHORT" ] || {
+	t_show "$T_TMP/out"
+	t_fail "repair-short: want $NSHORT blocks dropped"
+}
+kc_run 0 fsck-after-repair-short "$KC" fsck --json "$SH"
+has fsck-after-repair-short '"damaged": \[\], "short": 0, "corrupt": 0'
+has fsck-after-repair-short '"clean": true\}$'
+t_log "short blocks only: fsck 4, --repair 1, fsck 0"
 
 # Remounted: the dropped names are gone, the corrupt block fails to read,
 # everything else reads back byte-exact.

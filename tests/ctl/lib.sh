@@ -10,11 +10,15 @@
 # Variables a test may set before calling kc_fails:
 #   KC_FAILS_CMD   what follows "kvfsctl" in the refusal message's regex
 #                  (default: anything; e.g. " gc: " for "kvfsctl gc: ...")
+#   KC_FAILS_STATUS the exit status kc_fails wants (default 2; fsck's are
+#                  16 for a usage error, 8 for an operational one), e.g.
+#                  KC_FAILS_STATUS=16 kc_fails "unknown option" "$KC" fsck -x
 . "$(dirname "${BASH_SOURCE[0]}")/../mount/lib.sh"
 
 KC=${KVFSCTL:?KVFSCTL is not set}
 LP=${LOOKUP_PROBE:?LOOKUP_PROBE is not set}
 KC_FAILS_CMD=
+KC_FAILS_STATUS=
 
 # kc_run WANT WHAT CMD...: CMD must exit WANT; stdout left in $T_TMP/out,
 # stderr in $T_TMP/err.
@@ -43,12 +47,13 @@ has() {
 	}
 }
 
-# kc_fails REGEX CMD...: CMD must exit 2, print nothing on stdout, and
-# say why on stderr in a line "kvfsctl$KC_FAILS_CMD...: ..." matching REGEX.
+# kc_fails REGEX CMD...: CMD must exit ${KC_FAILS_STATUS:-2}, print nothing
+# on stdout, and say why on stderr in a line "kvfsctl$KC_FAILS_CMD...: ..."
+# matching REGEX.
 kc_fails() {
 	local re=$1
 	shift
-	kc_run 2 "bad arguments" "$@"
+	kc_run "${KC_FAILS_STATUS:-2}" "bad arguments" "$@"
 	[ ! -s "$T_TMP/out" ] || {
 		t_show "$T_TMP/out"
 		t_fail "bad arguments ($*): printed on stdout"
@@ -58,6 +63,22 @@ kc_fails() {
 		t_fail "bad arguments ($*): no message matching /$re/"
 	}
 	t_log "refused as expected: $* -> $(head -n 1 "$T_TMP/err")"
+}
+
+# records DATADIR: "path file_id offset header_length length" of every
+# named regular file with a record, in data-file order (read with sqlite3,
+# independently of kvfsctl).
+records() {
+	sqlite3 -readonly "$1/index.db" "
+		WITH RECURSIVE p(ino, path) AS (
+			SELECT 1, ''
+			UNION ALL
+			SELECT d.ino, p.path || '/' || d.name
+			FROM dentries AS d JOIN p ON d.parent = p.ino)
+		SELECT p.path, i.file_id, i.rec_off, i.hdr_len, i.rec_len
+		FROM p JOIN inodes AS i ON i.ino = p.ino
+		WHERE i.file_id != 0 ORDER BY i.file_id, i.rec_off" |
+		tr '|' ' '
 }
 
 # expect CMD... = LINE: the helper's output must be LINE.

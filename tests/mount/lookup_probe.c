@@ -11,6 +11,8 @@
  *   lookup_probe access PATH              access(F_OK)
  *   lookup_probe interrupt PATH MS        stat, SIGALRM after MS ms
  *   lookup_probe setxattr PATH NAME VALUE
+ *   lookup_probe bind PATH                a unix socket bound to PATH (then
+ *                                         closed: the socket file stays)
  *   lookup_probe holdstore DIR SIZE N HELD...
  *       opens every HELD file, then stores DIR/extra1.bin .. extraN.bin,
  *       holding each one open once stored (prints each store line), then
@@ -26,8 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -181,6 +185,42 @@ static int lp_load(const char *path, size_t size, uint64_t seed)
 	return 0;
 }
 
+/*
+ * bind(2) of a unix socket at path, from its directory (a sun_path holds
+ * 108 bytes, a test's scratch path may not fit).
+ */
+static int lp_bind(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	const char *base = strrchr(path, '/');
+	char dir[4096];
+	int fd, rc = 0;
+
+	if (base && (size_t)(base - path) < sizeof(dir)) {
+		memcpy(dir, path, (size_t)(base - path));
+		dir[base - path] = '\0';
+		if (chdir(base == path ? "/" : dir) < 0)
+			rc = errno;
+		base++;
+	} else {
+		base = path;
+	}
+	if (!rc && strlen(base) >= sizeof(sa.sun_path))
+		rc = ENAMETOOLONG;
+	fd = rc ? -1 : socket(AF_UNIX, SOCK_STREAM, 0);
+	if (!rc && fd < 0)
+		rc = errno;
+	if (!rc) {
+		strcpy(sa.sun_path, base);
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			rc = errno;
+	}
+	if (fd >= 0)
+		close(fd);
+	printf("bind: %s\n", lp_err(rc));
+	return 0;
+}
+
 static void lp_alarm(int sig)
 {
 	(void)sig;
@@ -268,6 +308,8 @@ int main(int argc, char **argv)
 		printf("setxattr: %s\n", lp_err(rc == 0 ? 0 : errno));
 		return 0;
 	}
+	if (argc == 3 && strcmp(argv[1], "bind") == 0)
+		return lp_bind(argv[2]);
 	if (argc >= 5 && strcmp(argv[1], "holdstore") == 0)
 		return lp_holdstore(argv[2], strtoull(argv[3], NULL, 0),
 				    atoi(argv[4]), argc - 5, argv + 5);

@@ -3,8 +3,9 @@
  * tree_dump: prints one line per entry under DIR, sorted by path, with the
  * metadata that must be the same on every correct filesystem: type, mode,
  * owner, link count, size (not for directories), and on request times,
- * content hashes, symlink targets and user.* xattrs. Never printed: inode
- * numbers, st_dev, st_blocks, st_blksize, directory sizes.
+ * content hashes, symlink targets, user.* xattrs, device numbers and which
+ * names are one file. Never printed: inode numbers, st_dev, st_blocks,
+ * st_blksize, directory sizes.
  *
  * All entries are lstat()ed before any file is read, so printed atimes are
  * those from before this run read anything.
@@ -18,6 +19,11 @@
  *          (times set explicitly by the test)
  *   -C     print content hash of regular files, targets of symlinks
  *   -x     print user.* xattrs (name and value hash)
+ *   -r     print st_rdev of device nodes (rdev=MAJOR:MINOR)
+ *   -I     print, for everything but directories, which names are one
+ *          file: file=N, N the line (from 1, "." included) of its first
+ *          name in this listing, the same for every name with its st_ino
+ *          (so a listing does not depend on the inode numbers themselves)
  *   -i N   ignore top-level entry N (repeatable)
  *
  * Exit status: 0 on success, 1 if DIR cannot be walked, 2 on usage errors.
@@ -33,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -46,7 +53,7 @@ static struct ent *ents;
 static size_t nents, cap;
 static const char *ignored[16];
 static int nignored;
-static int opt_m, opt_a, opt_c, opt_e, opt_C, opt_x;
+static int opt_m, opt_a, opt_c, opt_e, opt_C, opt_x, opt_r, opt_I;
 
 /* snprintf that treats truncation as a bug in the test. */
 __attribute__((format(printf, 3, 4))) static void
@@ -245,8 +252,19 @@ static void print_time(const char *name, const struct timespec *ts)
 	printf(" %s=%lld.%09ld", name, (long long)ts->tv_sec, ts->tv_nsec);
 }
 
-static void print_ent(const char *root, const struct ent *e)
+/* The line (from 1) of the first entry that is the same file as ents[i]. */
+static size_t first_name(size_t i)
 {
+	for (size_t j = 0; j < i; j++)
+		if (!ents[j].err && ents[j].st.st_dev == ents[i].st.st_dev &&
+		    ents[j].st.st_ino == ents[i].st.st_ino)
+			return j + 1;
+	return i + 1;
+}
+
+static void print_ent(const char *root, size_t i)
+{
+	const struct ent *e = &ents[i];
 	const struct stat *st = &e->st;
 	const char *base = strrchr(e->rel, '/');
 	char abs[PATH_MAX];
@@ -265,6 +283,10 @@ static void print_ent(const char *root, const struct ent *e)
 	       (unsigned)st->st_gid, (unsigned long)st->st_nlink);
 	if (!S_ISDIR(st->st_mode))
 		printf(" size=%lld", (long long)st->st_size);
+	if (opt_r && (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)))
+		printf(" rdev=%u:%u", major(st->st_rdev), minor(st->st_rdev));
+	if (opt_I && !S_ISDIR(st->st_mode))
+		printf(" file=%zu", first_name(i));
 	if (times && opt_m)
 		print_time("mtime", &st->st_mtim);
 	if (times && opt_a && S_ISREG(st->st_mode))
@@ -297,7 +319,7 @@ int main(int argc, char **argv)
 	size_t i;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "macCexi:")) != -1) {
+	while ((opt = getopt(argc, argv, "macCexrIi:")) != -1) {
 		switch (opt) {
 		case 'm':
 			opt_m = 1;
@@ -317,18 +339,24 @@ int main(int argc, char **argv)
 		case 'x':
 			opt_x = 1;
 			break;
+		case 'r':
+			opt_r = 1;
+			break;
+		case 'I':
+			opt_I = 1;
+			break;
 		case 'i':
 			if (nignored < 16)
 				ignored[nignored++] = optarg;
 			break;
 		default:
 			fprintf(stderr,
-				"usage: tree_dump [-macCex] [-i NAME] DIR\n");
+				"usage: tree_dump [-macCexrI] [-i NAME] DIR\n");
 			return 2;
 		}
 	}
 	if (optind + 1 != argc) {
-		fprintf(stderr, "usage: tree_dump [-macCex] [-i NAME] DIR\n");
+		fprintf(stderr, "usage: tree_dump [-macCexrI] [-i NAME] DIR\n");
 		return 2;
 	}
 	root = argv[optind];
@@ -342,6 +370,6 @@ int main(int argc, char **argv)
 		return 1;
 	/* Metadata is all collected; only now read contents. */
 	for (i = 0; i < nents; i++)
-		print_ent(root, &ents[i]);
+		print_ent(root, i);
 	return 0;
 }
