@@ -462,8 +462,10 @@ static int idx_new_size(struct idx_attr *a, const char **target)
 	}
 }
 
-int idx_create(struct idx *idx, uint64_t parent, const char *name,
-	       struct idx_attr *attr, const char *target)
+/* idx_create() with the inode number ino, or the next free one (0). */
+static int idx_create_as(struct idx *idx, uint64_t parent, const char *name,
+			 struct idx_attr *attr, const char *target,
+			 uint64_t ino)
 {
 	struct idx_attr a = *attr;
 	int rc = idx_check_new_name(name);
@@ -472,7 +474,13 @@ int idx_create(struct idx *idx, uint64_t parent, const char *name,
 		rc = idx_new_size(&a, &target);
 	if (rc)
 		return rc;
-	return idx_create_in(idx, parent, name, attr, &a, target, 0);
+	return idx_create_in(idx, parent, name, attr, &a, target, ino);
+}
+
+int idx_create(struct idx *idx, uint64_t parent, const char *name,
+	       struct idx_attr *attr, const char *target)
+{
+	return idx_create_as(idx, parent, name, attr, target, 0);
 }
 
 int idx_create_many(struct idx *idx, uint64_t parent, size_t n,
@@ -512,16 +520,9 @@ int idx_create_many(struct idx *idx, uint64_t parent, size_t n,
 int idx_create_ino(struct idx *idx, uint64_t parent, const char *name,
 		   struct idx_attr *attr, const char *target, uint64_t ino)
 {
-	struct idx_attr a = *attr;
-	int rc = idx_check_new_name(name);
-
-	if (!rc)
-		rc = idx_new_size(&a, &target);
-	if (rc)
-		return rc;
 	if (ino <= KV_ROOT_INO || ino > INT64_MAX)
 		return -EINVAL;
-	return idx_create_in(idx, parent, name, attr, &a, target, ino);
+	return idx_create_as(idx, parent, name, attr, target, ino);
 }
 
 static int idx_link_txn(struct idx *idx, uint64_t ino, uint64_t parent,

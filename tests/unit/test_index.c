@@ -277,12 +277,12 @@ static void test_new_db_is_version_4(void **state)
 }
 
 /*
- * A version-3 index (no rdev column) becomes version 4 with one log line:
- * the column is added (0 for every inode), nothing else changes.
+ * An index of format version v (2 or 3: no rdev column) opened: one log
+ * line (log), version 4, the column added (0 for every inode), the schema
+ * and a file's record as they were.
  */
-static void test_upgrade_from_v3(void **state)
+static void upgrade_from(struct fx *f, int v, const char *log)
 {
-	struct fx *f = *state;
 	uint64_t file = mkfile(f, KV_ROOT_INO, "f");
 	char *before, *after;
 
@@ -291,8 +291,9 @@ static void test_upgrade_from_v3(void **state)
 	f->idx = NULL;
 	before = sql_text(f->db, V1_SCHEMA);
 	sql_exec(f->db, "ALTER TABLE inodes DROP COLUMN rdev");
-	sql_exec(f->db, "PRAGMA user_version = 3");
-	assert_int_equal(fx_open_logged(f, UPGRADED3), 1);
+	sql_exec(f->db, v == 2 ? "PRAGMA user_version = 2"
+			       : "PRAGMA user_version = 3");
+	assert_int_equal(fx_open_logged(f, log), 1);
 	assert_sql_text(f->db, "PRAGMA user_version", "4");
 	after = sql_text(f->db, V1_SCHEMA);
 	assert_string_equal(after, before);
@@ -302,29 +303,19 @@ static void test_upgrade_from_v3(void **state)
 	assert_int_equal(getattr_ok(f, file).rdev, 0);
 }
 
+/* A version-3 index becomes version 4. */
+static void test_upgrade_from_v3(void **state)
+{
+	upgrade_from(*state, 3, UPGRADED3);
+}
+
 /*
  * A version-2 index becomes version 3 (extent files may appear in it)
  * with one log line and nothing else changed.
  */
 static void test_upgrade_from_v2(void **state)
 {
-	struct fx *f = *state;
-	uint64_t file = mkfile(f, KV_ROOT_INO, "f");
-	char *before, *after;
-
-	give_extent(f, file, 3, 8192, 1000);
-	idx_close(f->idx);
-	f->idx = NULL;
-	before = sql_text(f->db, V1_SCHEMA);
-	sql_exec(f->db, "ALTER TABLE inodes DROP COLUMN rdev");
-	sql_exec(f->db, "PRAGMA user_version = 2");
-	assert_int_equal(fx_open_logged(f, UPGRADED2), 1);
-	assert_sql_text(f->db, "PRAGMA user_version", "4");
-	after = sql_text(f->db, V1_SCHEMA);
-	assert_string_equal(after, before);
-	free(before);
-	free(after);
-	assert_int_equal(getattr_ok(f, file).ext.file_id, 3);
+	upgrade_from(*state, 2, UPGRADED2);
 }
 
 /*
