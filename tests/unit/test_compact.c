@@ -187,6 +187,17 @@ static unsigned tc_count(struct kf *k, uint64_t ino, uint32_t type)
 	return n;
 }
 
+/* One gc run with o, which must succeed. */
+static void tc_gc(struct kf *k, const struct compact_opts *o)
+{
+	struct kvdb *db = tc_open(k, NULL);
+	struct compact_result r;
+
+	assert_int_equal(compact_run(db, o, &r), 0);
+	kvdb_close(db);
+	compact_result_free(&r);
+}
+
 /*
  * Node and move records: gc keeps the newest node record of a special
  * file, a removal while an older node record of that file is left (the
@@ -199,8 +210,6 @@ static void test_compact_node_move_records(void **state)
 	struct compact_opts o = {.threshold = 100};
 	struct idx_attr p = {.mode = S_IFIFO | 0644},
 			q = {.mode = S_IFSOCK | 0755}, a;
-	struct compact_result r;
-	struct kvdb *db;
 	uint64_t ino;
 	uint32_t n;
 	struct tc t;
@@ -225,18 +234,12 @@ static void test_compact_node_move_records(void **state)
 	assert_int_equal(tc_count(k, p.ino, STORE_REC_NODE), 2);
 	assert_int_equal(tc_count(k, q.ino, STORE_REC_NODE), 2);
 
-	db = tc_open(k, NULL);
-	assert_int_equal(compact_run(db, &o, &r), 0);
-	kvdb_close(db);
-	compact_result_free(&r);
+	tc_gc(k, &o);
 	assert_int_equal(tc_count(k, p.ino, STORE_REC_NODE), 1);
 	assert_int_equal(tc_count(k, q.ino, STORE_REC_NODE), 1);
 	assert_int_equal(tc_count(k, 77, STORE_REC_MOVE), 1);
 	/* Now that the removal is all that is left, it goes too. */
-	db = tc_open(k, NULL);
-	assert_int_equal(compact_run(db, &o, &r), 0);
-	kvdb_close(db);
-	compact_result_free(&r);
+	tc_gc(k, &o);
 	assert_int_equal(tc_count(k, p.ino, STORE_REC_NODE), 1);
 	assert_int_equal(tc_count(k, q.ino, STORE_REC_NODE), 0);
 	assert_int_equal(tc_count(k, 77, STORE_REC_MOVE), 1);
