@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define KiB 1024ul
 #define MiB (1024ul * 1024ul)
@@ -68,6 +69,17 @@ void show_content(const char *name, const char *p);
 void expect_content(const char *name, const char *p, const unsigned char *want,
 		    size_t n);
 int all_zero(const unsigned char *b, size_t n);
+/* The clock, coarse (a window's start) and fine (its end). */
+struct timespec now_coarse(void);
+struct timespec now_fine(void);
+/* "name: in-window" when p's atime/mtime/ctime (which: 'a', 'm', 'c') is in
+ * [lo, hi], else OUT-OF-WINDOW (the values go to stderr). */
+void in_window(const char *name, const char *p, int which, struct timespec lo,
+	       struct timespec hi);
+/* Runs fn as uid and gid id (no supplementary groups but extra, when not
+ * 0) in a child, after the transcript so far is flushed; prints
+ * "name: exit=N" when the child does not end with 0. */
+void as_user(const char *name, uid_t id, gid_t extra, void (*fn)(void));
 
 /* The sections, in battery order. */
 void sec_missing(void);
@@ -90,5 +102,14 @@ void sec_pwrite(void);
 void sec_odirect(void);
 void sec_statfs_sync(void);
 void sec_readdir(void);
+void sec_link(void);
+void sec_link_rename(void);
+void sec_link_open(void);
+void sec_special(void);
+void sec_special_io(void);
+void sec_mkdir_symlink(void);
+void sec_trunc_edges(void);
+void sec_setid(void);
+void sec_perm(void);
 
 #endif

@@ -16,11 +16,15 @@
 t_init
 # Every part runs even when an earlier one differs; the test fails at the end.
 T_KEEP_GOING=1
+# The battery's permission steps run as uids 1001 and 1002: they must get
+# through the scratch directory to the plain directory and the mount, and
+# the mount must let other users in.
+chmod 0711 "$T_TMP" || t_fail "chmod $T_TMP"
 set=0
 for opts in "${T_OPTSETS[@]}"; do
 	set=$((set + 1))
 	REF=$(t_plain_dir ref)
-	T_OPTS=$opts
+	T_OPTS="-o allow_other $opts"
 	t_target
 	t_run "$T_TMP/ref.$set.txt" "$T_TMP/ref.$set.err" \
 		"$ERRNO_BATTERY" "$REF"
