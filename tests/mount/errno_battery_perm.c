@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,8 +42,8 @@ static void old_times(const char *p)
 }
 
 /*
- * A set-gid file without group execute, written by a user outside its
- * group: ext4 (setattr_should_drop_sgid) clears the set-gid bit, the
+ * A set-gid file without group execute, written or truncated (truncate,
+ * O_TRUNC) by a user outside its group: ext4 (setattr_should_drop_sgid) clears the set-gid bit, the
  * kernel's FUSE code (fuse_setattr without handle_killpriv) clears it only
  * for a group-executable file, so on a FUSE mount it stays. The transcript
  * gets the mode without that bit, stderr whether it is still set.
@@ -58,8 +59,8 @@ static void sgid_info(const char *name, const char *p)
 	printf("%s: mode-without-sgid=%04o size=%lld\n", name,
 	       (unsigned)(st.st_mode & 05777), (long long)st.st_size);
 	fprintf(stderr,
-		"info: %s: set-gid bit %s after a write by a non-member "
-		"(ext4 clears it; FUSE only when group-executable)\n",
+		"info: %s: set-gid bit %s (ext4 clears it when a non-member "
+		"writes or truncates; FUSE only when group-executable)\n",
 		name, st.st_mode & S_ISGID ? "kept" : "cleared");
 }
 
@@ -217,8 +218,22 @@ static void user1_owned(void)
 	show_stat("perm1.given-chmod-sgid-stat", "open/given", 0);
 	T("perm1.own-chmod-sgid", chmod("open/own", 02755));
 	show_stat("perm1.own-chmod-sgid-stat", "open/own", 0);
-	T("perm1.own-chmod-suid", chmod("open/own", 04755));
+	T("perm1.own-chmod-suid", chmod("open/own", 06755));
 	show_stat("perm1.own-chmod-suid-stat", "open/own", 0);
+	T("perm1.own-chgrp-clears-setid", chown("open/own", (uid_t)-1, U1));
+	show_stat("perm1.own-chgrp-clears-setid-stat", "open/own", 0);
+	T("perm1.own-chmod-644", chmod("open/own", 0644));
+	T("perm1.mknod-chr", mknod("open/cdev", S_IFCHR | 0644, makedev(1, 3)));
+	T("perm1.mknod-blk", mknod("open/bdev", S_IFBLK | 0644, makedev(7, 1)));
+	T("perm1.mknod-fifo", mknod("open/fifo", S_IFIFO | 0644, 0));
+	T("perm1.mknod-sock", mknod("open/sock", S_IFSOCK | 0644, 0));
+	show_stat("perm1.mknod-fifo-stat", "open/fifo", 0);
+	T("perm1.noatime-not-owner",
+	  topen("open/noatime", O_RDONLY | O_NOATIME, 0));
+	T("perm1.noatime-owner", topen("open/own", O_RDONLY | O_NOATIME, 0));
+	T("perm1.lchown-not-owner", lchown("open/hl644", U1, U1));
+	must(mkdir("open/dd1001", 0755), "open/dd1001");
+	must(mkdir("open/dd1001/in", 0755), "open/dd1001/in");
 	fd = open("open/su", O_WRONLY);
 	TN("perm1.setid-write", write(fd, "x", 1));
 	close(fd);
@@ -227,6 +242,10 @@ static void user1_owned(void)
 	TN("perm1.sgid-nox-write", write(fd, "x", 1));
 	close(fd);
 	sgid_info("perm1.sgid-nox-write-stat", "open/sgnx");
+	T("perm1.sgid-nox-truncate", truncate("open/sgnx2", 5));
+	sgid_info("perm1.sgid-nox-truncate-stat", "open/sgnx2");
+	topen_t("perm1.sgid-nox-otrunc", "open/sgnx3", O_WRONLY | O_TRUNC);
+	sgid_info("perm1.sgid-nox-otrunc-stat", "open/sgnx3");
 	T("perm1.setid-truncate", truncate("open/su2", 5));
 	show_stat("perm1.setid-truncate-stat", "open/su2", 0);
 	topen_t("perm1.setid-otrunc", "open/su3", O_WRONLY | O_TRUNC);
@@ -264,6 +283,18 @@ static void user2(void)
 	T("perm2.open-unlink-other", unlink("open/g1001"));
 	T("perm2.chmod-other", chmod("open/own", 0777));
 	T("perm2.link-other-644", link("open/own", "open/own2"));
+	/* Moving another user's directory to another parent rewrites its
+	 * "..": it needs write permission on the directory itself. */
+	T("perm2.rename-other-dir-across",
+	  rename("open/dd1001", "open/sub/dd"));
+	T("perm2.rename-other-dir-same-parent",
+	  rename("open/dd1001", "open/dd2"));
+	T("perm2.rmdir-in-other-dir", rmdir("open/dd2/in"));
+	T("perm2.create-in-other-dir",
+	  topen("open/dd2/x", O_CREAT | O_WRONLY, 0644));
+	T("perm2.unlink-other-fifo", unlink("open/fifo"));
+	T("perm2.rename-other-file-across", rename("open/own", "open/sub/own"));
+	show_stat("perm2.rename-other-file-across-stat", "open/sub/own", 0);
 }
 
 /* 1001 again: its own names in the sticky directory are its to remove. */
@@ -304,6 +335,14 @@ static void perm_setup(void)
 	must(chmod("open/su", 06777), "chmod su");
 	must(mkfile("open/sgnx", 100, 111), "sgnx");
 	must(chmod("open/sgnx", 02766), "chmod sgnx");
+	must(mkfile("open/sgnx2", 100, 116), "sgnx2");
+	must(chmod("open/sgnx2", 02766), "chmod sgnx2");
+	must(mkfile("open/sgnx3", 100, 117), "sgnx3");
+	must(chmod("open/sgnx3", 02766), "chmod sgnx3");
+	must(mkdir("open/sub", 0755), "open/sub");
+	must(chmod("open/sub", 0777), "chmod open/sub");
+	must(mkfile("open/noatime", 10, 118), "noatime");
+	must(chmod("open/noatime", 0666), "chmod noatime");
 	must(mkfile("open/su2", 100, 112), "su2");
 	must(chmod("open/su2", 06777), "chmod su2");
 	must(mkfile("open/su3", 100, 113), "su3");
