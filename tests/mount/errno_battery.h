@@ -7,7 +7,11 @@
  * EISDIR, ENOTEMPTY, EEXIST, rename, symlinks, truncate, O_APPEND and
  * O_TRUNC); errno_battery_io.c times, permissions, xattrs, open files
  * across unlink and rename, EOF and pread/pwrite, O_DIRECT, statfs and
- * readdir. Single-threaded; every section works in the current directory.
+ * readdir; errno_battery_link.c hard links; errno_battery_special.c FIFOs,
+ * sockets, device nodes, mkdir/rmdir, symlink and truncate edges;
+ * errno_battery_perm.c set-id bits and permission cases run as other users
+ * (as_user forks a child for each). Single-threaded apart from those
+ * children; every section works in the current directory.
  * Helpers that cannot set up what a step needs exit 1 (fail_setup).
  */
 #ifndef KVFS_TESTS_ERRNO_BATTERY_H
