@@ -178,6 +178,14 @@ static void user1_refused(void)
 	T("perm1.stat-in-744", stat("px/f", &st));
 	T("perm1.open-in-744", topen("px/f", O_RDONLY, 0));
 	T("perm1.chdir-744", chdir("px"));
+	T("perm1.create-in-744", topen("px/new", O_CREAT | O_WRONLY, 0644));
+	T("perm1.create-in-776",
+	  topen("open/nx/new", O_CREAT | O_WRONLY, 0644));
+	T("perm1.stat-in-776", stat("open/nx/f", &st));
+	T("perm1.unlink-in-776", unlink("open/nx/f"));
+	T("perm1.create-in-773",
+	  topen("open/wx/new", O_CREAT | O_WRONLY, 0644));
+	T("perm1.unlink-in-773", unlink("open/wx/new"));
 	T("perm1.chmod-not-owner", chmod("p644", 0666));
 	T("perm1.chown-not-owner", chown("p644", U1, (gid_t)-1));
 	T("perm1.chgrp-not-owner", chown("p644", (uid_t)-1, U1));
@@ -339,6 +347,11 @@ static void perm_setup(void)
 	must(chmod("open/sgnx2", 02766), "chmod sgnx2");
 	must(mkfile("open/sgnx3", 100, 117), "sgnx3");
 	must(chmod("open/sgnx3", 02766), "chmod sgnx3");
+	must(mkdir("open/nx", 0755), "open/nx");
+	must(mkfile("open/nx/f", 1, 119), "open/nx/f");
+	must(chmod("open/nx", 0776), "chmod open/nx");
+	must(mkdir("open/wx", 0755), "open/wx");
+	must(chmod("open/wx", 0773), "chmod open/wx");
 	must(mkdir("open/sub", 0755), "open/sub");
 	must(chmod("open/sub", 0777), "chmod open/sub");
 	must(mkfile("open/noatime", 10, 118), "noatime");
