@@ -682,9 +682,47 @@ static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	fs_reply_new(req, n);
 }
 
-/* Sets up an open handle for n (pinned by the caller, who keeps its pin). */
+/*
+ * An open with O_TRUNC of a regular file (whatever its access mode: the
+ * kernel asked for write permission), with n->rw held exclusive: the size
+ * goes to 0 and mtime and ctime to now even when the file was empty
+ * already, as ext4 does, and an opener other than root loses the set-uid
+ * bit and the set-gid bit of a group-executable file (the kernel's FUSE
+ * code leaves that to the filesystem when the open truncates). A read-only
+ * handle is never flushed: its truncation is saved here.
+ */
+static int fs_open_trunc_locked(struct fs *fs, struct node *n,
+				struct fuse_file_info *fi, uid_t uid)
+{
+	mode_t m = n->attr.mode;
+	int rc;
+
+	rc = fs_truncate_locked(fs, n, 0, fs_now_ns());
+	if (rc < 0)
+		return rc;
+	if (uid != 0 && (m & S_ISUID))
+		m &= ~(mode_t)S_ISUID;
+	if (uid != 0 && (m & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+		m &= ~(mode_t)S_ISGID;
+	if (m != n->attr.mode) {
+		struct idx_attr a;
+
+		n->attr.mode = m;
+		a = n->attr;
+		a.size = n->disk_size;
+		rc = idx_setattr(fs->idx, &a);
+	}
+	if (rc == 0 && (fi->flags & O_ACCMODE) == O_RDONLY)
+		rc = wb_save_locked(fs, n);
+	return rc;
+}
+
+/*
+ * Sets up an open handle for n (pinned by the caller, who keeps its pin);
+ * trunc: the open truncates it (O_TRUNC of an existing file), for user uid.
+ */
 static int fs_open_node(struct fs *fs, struct node *n,
-			struct fuse_file_info *fi)
+			struct fuse_file_info *fi, int trunc, uid_t uid)
 {
 	struct fs_handle *h;
 	int rc = 0;
@@ -702,9 +740,8 @@ static int fs_open_node(struct fs *fs, struct node *n,
 		rc = -ENOENT;
 	else if (S_ISDIR(n->attr.mode) && (fi->flags & O_ACCMODE) != O_RDONLY)
 		rc = -EISDIR;
-	else if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY &&
-		 S_ISREG(n->attr.mode) && (n->attr.size > 0 || n->dirty))
-		rc = fs_truncate_locked(fs, n, 0, fs_now_ns());
+	else if (trunc && S_ISREG(n->attr.mode))
+		rc = fs_open_trunc_locked(fs, n, fi, uid);
 	if (rc == 0 && S_ISREG(n->attr.mode) && !n->crcs_loaded &&
 	    n->attr.ext.file_id) {
 		rc = idx_get_crcs(fs->idx, n->ino, &n->crcs, &n->ncrcs);
@@ -758,10 +795,11 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* Bytes only in the shared tier: fetched first (unless O_TRUNC). */
 	if (!(fi->flags & O_TRUNC))
 		rc = share_pull(fs, n, req);
-	else if ((fi->flags & O_ACCMODE) != O_RDONLY)
+	else
 		fs_wait_writers(fs, req, n);
 	if (rc == 0)
-		rc = fs_open_node(fs, n, fi);
+		rc = fs_open_node(fs, n, fi, !!(fi->flags & O_TRUNC),
+				  fuse_req_ctx(req)->uid);
 	node_put(fs, n, 0, 0, 1);
 	if (rc < 0) {
 		fs_reply_err(req, rc);
@@ -783,10 +821,11 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fuse_entry_param e;
 	struct idx_attr a;
 	struct node *n;
-	int rc;
+	int rc, made;
 
 	rc = fs_make(req, parent, name, S_IFREG | (mode & 07777), NULL, 0, &n);
-	if (rc == 0)
+	made = rc == 0;
+	if (made)
 		fs_settle_new(fs, n, (fi->flags & O_ACCMODE) != O_RDONLY);
 	if (rc == -EEXIST && !(fi->flags & O_EXCL)) {
 		/* Lost a race with another creator: open theirs. */
@@ -798,9 +837,10 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fs_reply_err(req, rc);
 		return;
 	}
-	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY)
+	if (!made && (fi->flags & O_TRUNC))
 		fs_wait_writers(fs, req, n);
-	rc = fs_open_node(fs, n, fi);
+	rc = fs_open_node(fs, n, fi, !made && (fi->flags & O_TRUNC),
+			  fuse_req_ctx(req)->uid);
 	if (rc < 0) {
 		node_put(fs, n, 1, 0, 1);
 		fs_reply_err(req, rc);

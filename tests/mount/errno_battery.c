@@ -14,8 +14,11 @@
  *   errno_battery DIR          the battery, in DIR/battery
  *   errno_battery -p N DIR     populate DIR/misc for remount phase N (1, 2)
  *
- * The sections live in errno_battery_ns.c and errno_battery_io.c (see
- * errno_battery.h).
+ * The sections live in errno_battery_ns.c, errno_battery_io.c,
+ * errno_battery_link.c (hard links), errno_battery_special.c (FIFOs,
+ * sockets, device nodes, mkdir and symlink cases, truncate edges) and
+ * errno_battery_perm.c (set-id bits, permissions as other users, the
+ * sticky bit); see errno_battery.h.
  *
  * Exit status: 0 when the battery ran (the transcript is the verdict), 1 when
  * it could not start, 2 on usage errors.
@@ -23,6 +26,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -33,6 +37,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -154,10 +159,14 @@ void must(int rc, const char *what)
 
 const char *type_name(mode_t m)
 {
-	return S_ISREG(m)   ? "reg"
-	       : S_ISDIR(m) ? "dir"
-	       : S_ISLNK(m) ? "lnk"
-			    : "other";
+	return S_ISREG(m)    ? "reg"
+	       : S_ISDIR(m)  ? "dir"
+	       : S_ISLNK(m)  ? "lnk"
+	       : S_ISFIFO(m) ? "fifo"
+	       : S_ISCHR(m)  ? "chr"
+	       : S_ISBLK(m)  ? "blk"
+	       : S_ISSOCK(m) ? "sock"
+			     : "other";
 }
 
 /* "name: type=T mode=M nlink=N uid=U gid=G [size=S]" or the errno. */
@@ -285,6 +294,35 @@ int all_zero(const unsigned char *b, size_t n)
 	return 1;
 }
 
+void as_user(const char *name, uid_t id, gid_t extra, void (*fn)(void))
+{
+	pid_t pid;
+	int st;
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid < 0)
+		fail_setup("fork");
+	if (pid == 0) {
+		if (setgroups(extra ? 1 : 0, &extra) < 0 ||
+		    setresgid(id, id, id) < 0 || setresuid(id, id, id) < 0) {
+			fprintf(stderr, "%s: cannot become %u: %s\n", name,
+				(unsigned)id, strerror(errno));
+			_exit(3);
+		}
+		fn();
+		fflush(stdout);
+		fflush(stderr);
+		_exit(0);
+	}
+	if (waitpid(pid, &st, 0) < 0)
+		fail_setup("waitpid");
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		printf("%s: exit=%d\n", name,
+		       WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
 static void battery(void)
 {
 	sec_missing();
@@ -307,6 +345,15 @@ static void battery(void)
 	sec_odirect();
 	sec_statfs_sync();
 	sec_readdir();
+	sec_link();
+	sec_link_rename();
+	sec_link_open();
+	sec_special();
+	sec_special_io();
+	sec_mkdir_symlink();
+	sec_trunc_edges();
+	sec_setid();
+	sec_perm();
 }
 
 /* ---- remount population ---- */

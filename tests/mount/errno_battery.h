@@ -7,7 +7,11 @@
  * EISDIR, ENOTEMPTY, EEXIST, rename, symlinks, truncate, O_APPEND and
  * O_TRUNC); errno_battery_io.c times, permissions, xattrs, open files
  * across unlink and rename, EOF and pread/pwrite, O_DIRECT, statfs and
- * readdir. Single-threaded; every section works in the current directory.
+ * readdir; errno_battery_link.c hard links; errno_battery_special.c FIFOs,
+ * sockets, device nodes, mkdir/rmdir, symlink and truncate edges;
+ * errno_battery_perm.c set-id bits and permission cases run as other users
+ * (as_user forks a child for each). Single-threaded apart from those
+ * children; every section works in the current directory.
  * Helpers that cannot set up what a step needs exit 1 (fail_setup).
  */
 #ifndef KVFS_TESTS_ERRNO_BATTERY_H
@@ -17,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define KiB 1024ul
 #define MiB (1024ul * 1024ul)
@@ -68,6 +73,17 @@ void show_content(const char *name, const char *p);
 void expect_content(const char *name, const char *p, const unsigned char *want,
 		    size_t n);
 int all_zero(const unsigned char *b, size_t n);
+/* The clock, coarse (a window's start) and fine (its end). */
+struct timespec now_coarse(void);
+struct timespec now_fine(void);
+/* "name: in-window" when p's atime/mtime/ctime (which: 'a', 'm', 'c') is in
+ * [lo, hi], else OUT-OF-WINDOW (the values go to stderr). */
+void in_window(const char *name, const char *p, int which, struct timespec lo,
+	       struct timespec hi);
+/* Runs fn as uid and gid id (no supplementary groups but extra, when not
+ * 0) in a child, after the transcript so far is flushed; prints
+ * "name: exit=N" when the child does not end with 0. */
+void as_user(const char *name, uid_t id, gid_t extra, void (*fn)(void));
 
 /* The sections, in battery order. */
 void sec_missing(void);
@@ -90,5 +106,14 @@ void sec_pwrite(void);
 void sec_odirect(void);
 void sec_statfs_sync(void);
 void sec_readdir(void);
+void sec_link(void);
+void sec_link_rename(void);
+void sec_link_open(void);
+void sec_special(void);
+void sec_special_io(void);
+void sec_mkdir_symlink(void);
+void sec_trunc_edges(void);
+void sec_setid(void);
+void sec_perm(void);
 
 #endif

@@ -28,7 +28,7 @@ static const char *prog = "errno_battery";
 
 #include "tclient.h"
 
-static struct timespec now_coarse(void)
+struct timespec now_coarse(void)
 {
 	struct timespec t;
 
@@ -36,7 +36,7 @@ static struct timespec now_coarse(void)
 	return t;
 }
 
-static struct timespec now_fine(void)
+struct timespec now_fine(void)
 {
 	struct timespec t;
 
@@ -51,8 +51,8 @@ static int ts_le(struct timespec a, struct timespec b)
 }
 
 /* Prints whether p's atime/mtime/ctime (which: 'a', 'm', 'c') is in [lo,hi]. */
-static void in_window(const char *name, const char *p, int which,
-		      struct timespec lo, struct timespec hi)
+void in_window(const char *name, const char *p, int which, struct timespec lo,
+	       struct timespec hi)
 {
 	struct stat st;
 	struct timespec t;

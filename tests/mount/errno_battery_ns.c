@@ -153,9 +153,6 @@ void sec_notempty(void)
 
 void sec_exist(void)
 {
-	struct stat st;
-	int rc;
-
 	must(mkfile("g", 20, 4), "g");
 	T("exist.mkdir-dir", mkdir("d", 0777));
 	T("exist.mkdir-file", mkdir("f", 0777));
@@ -167,17 +164,7 @@ void sec_exist(void)
 	T("exist.link-onto-dir", link("f", "d"));
 	show_content("exist.f-unchanged", "f");
 	show_content("exist.g-unchanged", "g");
-	/* kvfs may refuse link() (engines need no hard links; EPERM or
-	 * ENOTSUP): only EEXIST is checked. */
-	rc = link("f", "hardlink");
-	fprintf(stderr, "info: link(new name): %s\n",
-		ename(rc < 0 ? errno : 0));
-	if (rc == 0) {
-		if (stat("f", &st) == 0)
-			fprintf(stderr, "info: nlink after link: %lu\n",
-				(unsigned long)st.st_nlink);
-		unlink("hardlink");
-	}
+	/* New hard links: sec_link (errno_battery_link.c). */
 }
 
 void sec_rename(void)
