@@ -308,6 +308,11 @@ baseline() {
 # $SC_DIR/blocks.
 list_blocks() {
 	local rc=0
+	# Stores are written behind: the records are all there once the
+	# mount's queue is drained (kvfsctl sync).
+	timeout -k 10 "$KVFS_STEP_LIMIT" "$KVFSCTL" sync "$SC_MNT" \
+		>"$SC_DIR/sync.out" 2>&1 ||
+		t_fail "kvfsctl sync $SC_MNT: $(cat "$SC_DIR/sync.out")"
 	timeout -k 10 "$KVFS_STEP_LIMIT" "$TORN_RECORDS" -c -m "$SC_DIR/man" \
 		-p "$SC_MNT" "$SC_DATA" >"$SC_DIR/blocks" \
 		2>"$SC_DIR/blocks.err" || rc=$?

@@ -44,7 +44,8 @@
 # /dev/fuse or fusermount3, no fault injection for 5-eio), 1 fail.
 #
 # Environment: as tests/mount/lib.sh, plus
-#   KVFS, TORN_CLIENT, TORN_RECORDS   the daemon and tests/torn helpers
+#   KVFS, KVFSCTL, TORN_CLIENT, TORN_RECORDS   the daemon, kvfsctl and the
+#                   tests/torn helpers
 #   KVFS_FAULT_INJECTION   1: the daemon has the fault hooks (5-eio runs)
 #   TORN_TMP        scratch space (default KVFS_TEST_TMP, /var/tmp; a disk
 #                   filesystem)
