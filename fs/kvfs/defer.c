@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "fuse_compat.h"
 #include "log.h"
 
 enum defer_op {
@@ -234,7 +235,8 @@ static void dq_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 {
 	struct defer_job *j = defer_job(DJ_WRITE, req, ino, fi, NULL, NULL);
 
-	if (j && defer_copy_bytes) {
+	/* A request read from /dev/fuse shares its thread's buffer. */
+	if (j && (defer_copy_bytes || !fuse_compat_req_in_ring(req))) {
 		j->copy = malloc(size ? size : 1);
 		if (j->copy)
 			memcpy(j->copy, buf, size);
