@@ -178,3 +178,49 @@ int fuse_compat_req_in_ring(fuse_req_t req)
 	return 0;
 #endif
 }
+
+int fuse_compat_stage_iov(fuse_req_t req, const struct iovec *iov, int count,
+			  size_t *len)
+{
+#ifdef KVFS_FUSE_URING
+	char *payload;
+	size_t room, got = 0;
+	int i;
+
+	if (!fuse_req_is_uring(req) ||
+	    fuse_req_get_payload(req, &payload, &room, NULL) != 0)
+		return 0;
+	for (i = 0; i < count; i++) {
+		if (iov[i].iov_len > room - got)
+			return 0;
+		memcpy(payload + got, iov[i].iov_base, iov[i].iov_len);
+		got += iov[i].iov_len;
+	}
+	*len = got;
+	return 1;
+#else
+	(void)req;
+	(void)iov;
+	(void)count;
+	(void)len;
+	return 0;
+#endif
+}
+
+void fuse_compat_reply_staged(fuse_req_t req, size_t len)
+{
+#ifdef KVFS_FUSE_URING
+	char *payload = NULL;
+	size_t room;
+
+	/* libfuse sends the entry's own buffer without copying it. */
+	if (fuse_req_get_payload(req, &payload, &room, NULL) != 0) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	fuse_reply_buf(req, payload, len);
+#else
+	(void)len;
+	fuse_reply_err(req, EIO);
+#endif
+}

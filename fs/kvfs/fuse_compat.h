@@ -23,6 +23,7 @@
 #define KVFS_FUSE_COMPAT_H
 
 #include <fuse_lowlevel.h>
+#include <sys/uio.h>
 
 /* Ring entries per queue when io_uring_q_depth is not given (libfuse's). */
 #define FUSE_COMPAT_Q_DEPTH 8
@@ -65,5 +66,19 @@ int fuse_compat_ring_threads(void);
  * buffer, reused once the handler returns).
  */
 int fuse_compat_req_in_ring(fuse_req_t req);
+/*
+ * A reply of bytes that a lock guards, for a caller holding that lock.
+ * libfuse >= 3.18 serves a ring's requests with the ring's lock held and
+ * takes it for every reply to that ring: a handler on the ring thread
+ * that waits for a lock whose holder replies would wait for good. For a
+ * request from a ring entry, this copies iov's count buffers into the
+ * entry's reply buffer and returns 1: the caller drops its lock, then
+ * calls fuse_compat_reply_staged(req, *len). Returns 0 otherwise (the
+ * caller replies with fuse_reply_iov as usual, under its lock).
+ */
+int fuse_compat_stage_iov(fuse_req_t req, const struct iovec *iov, int count,
+			  size_t *len);
+/* Sends the len bytes fuse_compat_stage_iov() staged; borrows nothing. */
+void fuse_compat_reply_staged(fuse_req_t req, size_t len);
 
 #endif
