@@ -152,8 +152,9 @@ int fuse_compat_serve_init(struct fuse_session *se, int uring)
 	}
 	fuse_session_process_buf(se, &buf);
 	free(buf.mem);
+	/* libfuse ends the session when it refuses INIT (it logged why). */
 	if (fuse_session_exited(se))
-		return 1;
+		return -EPROTO;
 	if (!uring)
 		return 0;
 	/* libfuse joins its ring threads again when a ring fails to start. */

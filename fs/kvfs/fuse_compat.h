@@ -54,8 +54,9 @@ void fuse_compat_init(struct fuse_conn_info *conn, int uring);
  * Serves the kernel's first request, INIT, on the calling thread before
  * the loop starts; with uring, libfuse starts its rings while serving it,
  * and this then checks that ring threads run. Returns 0 when served as
- * asked, 1 when the session ended first (a signal), -EPROTONOSUPPORT when
- * io_uring did not start (one line logged), or the receive's -errno.
+ * asked, 1 when the session ended first (a signal, an unmount),
+ * -EPROTONOSUPPORT when io_uring did not start (one line logged), -EPROTO
+ * when libfuse refused INIT, or the receive's -errno.
  */
 int fuse_compat_serve_init(struct fuse_session *se, int uring);
 /* Ring threads (fuse-ring-N) of this process: 0 without io_uring. */
