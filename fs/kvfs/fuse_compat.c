@@ -95,6 +95,13 @@ void fuse_compat_init(struct fuse_conn_info *conn, int uring)
 		conn->want |= (uint32_t)FUSE_CAP_OVER_IO_URING;
 	else
 		conn->want &= ~(uint32_t)FUSE_CAP_OVER_IO_URING;
+	/*
+	 * libfuse 3.18 matches an INTERRUPT only to requests read from
+	 * /dev/fuse: one for a ring entry's request stays queued for good
+	 * (and is leaked at exit). Without interrupts the kernel sends none.
+	 */
+	if (uring)
+		conn->no_interrupt = 1;
 #else
 	(void)conn;
 	(void)uring;

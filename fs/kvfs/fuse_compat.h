@@ -47,7 +47,8 @@ int fuse_compat_uring_args(struct fuse_args *args, unsigned q_depth);
 /*
  * In the init callback: asks for io_uring when uring, and otherwise keeps
  * it off (libfuse >= 3.18 turns it on from FUSE_URING_ENABLE in the
- * environment too, and kvfs defers requests only when it asked).
+ * environment too, and kvfs defers requests only when it asked). With
+ * uring, also turns INTERRUPT requests off (libfuse cannot match them).
  */
 void fuse_compat_init(struct fuse_conn_info *conn, int uring);
 /*
