@@ -61,6 +61,7 @@ struct defer {
 	pthread_cond_t work;
 	struct defer_job *head, *tail; /* protected by lock */
 	int stopping;		       /* protected by lock */
+	int joined; /* the threads are gone (main thread only) */
 	unsigned nthreads;
 	pthread_t *threads;
 	struct fs *fs;
@@ -498,11 +499,11 @@ int defer_start(struct fs *fs, unsigned nthreads)
 	return rc;
 }
 
-void defer_stop(struct fs *fs)
+void defer_quiesce(struct fs *fs)
 {
 	struct defer *d = fs->defer;
 
-	if (!d)
+	if (!d || d->joined)
 		return;
 	pthread_mutex_lock(&d->lock);
 	d->stopping = 1;
@@ -510,6 +511,16 @@ void defer_stop(struct fs *fs)
 	pthread_mutex_unlock(&d->lock);
 	for (unsigned i = 0; i < d->nthreads; i++)
 		pthread_join(d->threads[i], NULL);
+	d->joined = 1;
+}
+
+void defer_stop(struct fs *fs)
+{
+	struct defer *d = fs->defer;
+
+	if (!d)
+		return;
+	defer_quiesce(fs);
 	fs->defer = NULL;
 	pthread_cond_destroy(&d->work);
 	pthread_mutex_destroy(&d->lock);

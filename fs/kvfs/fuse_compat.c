@@ -177,6 +177,30 @@ int fuse_compat_serve_init(struct fuse_session *se, int uring)
 	return 0;
 }
 
+int fuse_compat_loop_uring(struct fuse_session *se)
+{
+	struct fuse_buf buf = {.mem = NULL};
+	int rc = 0;
+
+	while (!fuse_session_exited(se)) {
+		rc = fuse_session_receive_buf(se, &buf);
+		if (rc == -EINTR || rc == -EAGAIN)
+			continue;
+		if (rc <= 0)
+			break;
+		fuse_session_process_buf(se, &buf);
+	}
+	free(buf.mem);
+	return rc < 0 && rc != -EINTR && rc != -EAGAIN ? rc : 0;
+}
+
+void fuse_compat_stop_rings(struct fuse_session *se)
+{
+	/* libfuse's loop on an ended session only stops the rings. */
+	fuse_session_exit(se);
+	(void)fuse_session_loop(se);
+}
+
 int fuse_compat_req_in_ring(fuse_req_t req)
 {
 #ifdef KVFS_FUSE_URING

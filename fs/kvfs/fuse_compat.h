@@ -60,6 +60,19 @@ void fuse_compat_init(struct fuse_conn_info *conn, int uring);
  * when libfuse refused INIT, or the receive's -errno.
  */
 int fuse_compat_serve_init(struct fuse_session *se, int uring);
+/*
+ * The request loop with io_uring: serves what the kernel sends on
+ * /dev/fuse (before every ring is ready) on the calling thread until the
+ * session ends, and leaves the rings running: libfuse's loops free every
+ * ring entry when they end, under the requests kvfs's threads still
+ * answer. Returns 0 or -errno (a signal or an unmount end it with 0).
+ */
+int fuse_compat_loop_uring(struct fuse_session *se);
+/*
+ * Stops the rings of an ended session (their threads are joined, their
+ * entries freed): after every deferred request is answered.
+ */
+void fuse_compat_stop_rings(struct fuse_session *se);
 /* Ring threads (fuse-ring-N) of this process: 0 without io_uring. */
 int fuse_compat_ring_threads(void);
 /*

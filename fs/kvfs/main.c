@@ -797,7 +797,13 @@ static int kvfs_run(struct fs *fs, struct fuse_cmdline_opts *co)
 		goto out_stop;
 	}
 	if (rc == 0)
-		rc = kvfs_loop(fs, co);
+		rc = fs->cfg.io_uring ? fuse_compat_loop_uring(fs->se)
+				      : kvfs_loop(fs, co);
+	if (fs->cfg.io_uring) {
+		/* Deferred requests still use their ring entries. */
+		defer_quiesce(fs);
+		fuse_compat_stop_rings(fs->se);
+	}
 	/* 0 or a signal number: a normal stop. -errno: the loop failed. */
 	ret = rc < 0 ? 1 : 0;
 	if (rc < 0)
