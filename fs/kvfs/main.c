@@ -13,6 +13,12 @@
  *   connection behind idx->lock), on data-file reads (each thread's own
  *   io_uring; appends too with -o durable), and, bounded and holding no
  *   node lock, on the dirty budget and on an fsync's saves.
+ * - with -o io_uring (fs/kvfs/fuse_compat.c), instead of those workers:
+ *   libfuse's ring threads, one per CPU, each serving its CPU's queue;
+ *   they run only the handlers that do not wait, the rest go to the
+ *   deferred-request threads (fs/kvfs/defer.c), which reply; main
+ *   serves INIT and then what comes on /dev/fuse, and stops the rings
+ *   after the deferred requests are answered.
  * - write-behind (fs/kvfs/wb.c): KVFS_WB_WRITERS writers append queued
  *   files (one lane and ring each); one committer commits them to the
  *   index in batches.
