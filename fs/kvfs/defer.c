@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "fuse_compat.h"
 #include "log.h"
 
 enum defer_op {
@@ -60,6 +61,7 @@ struct defer {
 	pthread_cond_t work;
 	struct defer_job *head, *tail; /* protected by lock */
 	int stopping;		       /* protected by lock */
+	int joined; /* the threads are gone (main thread only) */
 	unsigned nthreads;
 	pthread_t *threads;
 	struct fs *fs;
@@ -234,7 +236,8 @@ static void dq_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 {
 	struct defer_job *j = defer_job(DJ_WRITE, req, ino, fi, NULL, NULL);
 
-	if (j && defer_copy_bytes) {
+	/* A request read from /dev/fuse shares its thread's buffer. */
+	if (j && (defer_copy_bytes || !fuse_compat_req_in_ring(req))) {
 		j->copy = malloc(size ? size : 1);
 		if (j->copy)
 			memcpy(j->copy, buf, size);
@@ -496,11 +499,11 @@ int defer_start(struct fs *fs, unsigned nthreads)
 	return rc;
 }
 
-void defer_stop(struct fs *fs)
+void defer_quiesce(struct fs *fs)
 {
 	struct defer *d = fs->defer;
 
-	if (!d)
+	if (!d || d->joined)
 		return;
 	pthread_mutex_lock(&d->lock);
 	d->stopping = 1;
@@ -508,6 +511,16 @@ void defer_stop(struct fs *fs)
 	pthread_mutex_unlock(&d->lock);
 	for (unsigned i = 0; i < d->nthreads; i++)
 		pthread_join(d->threads[i], NULL);
+	d->joined = 1;
+}
+
+void defer_stop(struct fs *fs)
+{
+	struct defer *d = fs->defer;
+
+	if (!d)
+		return;
+	defer_quiesce(fs);
 	fs->defer = NULL;
 	pthread_cond_destroy(&d->work);
 	pthread_mutex_destroy(&d->lock);

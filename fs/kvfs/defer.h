@@ -38,6 +38,13 @@ int defer_start(struct fs *fs, unsigned nthreads);
 /* Runs what is queued, then stops the threads and frees fs->defer. */
 void defer_stop(struct fs *fs);
 /*
+ * Runs what is queued and stops the threads, keeping fs->defer: a
+ * request deferred after it runs on the thread that brought it. For the
+ * io_uring transport, whose ring entries (each request's buffers) go
+ * once the rings stop: called before that.
+ */
+void defer_quiesce(struct fs *fs);
+/*
  * Makes ops (a copy of fs_ops) defer the requests above to fs->defer;
  * durable: also the namespace changes; copy: a WRITE's bytes are copied
  * (the classic loop reuses its buffer once the handler returns; a ring

@@ -20,6 +20,7 @@
 #include "filebuf.h"
 #include "fileio.h"
 #include "fs.h"
+#include "fuse_compat.h"
 #include "node.h"
 #include "notify.h"
 #include "wb.h"
@@ -109,6 +110,27 @@ int fs_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
 }
 
 /*
+ * Replies count buffers of n's (n->rw held, n pinned) and releases n->rw.
+ * A ring thread of FUSE over io_uring may be waiting for n->rw while it
+ * holds the ring's lock, which a reply to that ring takes: such a request
+ * gets the bytes copied into its ring entry under n->rw, and the reply
+ * after (fuse_compat.h).
+ */
+static void fs_reply_iov_unlock(fuse_req_t req, struct node *n,
+				const struct iovec *iov, int count)
+{
+	size_t len;
+
+	if (fuse_compat_stage_iov(req, iov, count, &len)) {
+		pthread_rwlock_unlock(&n->rw);
+		fuse_compat_reply_staged(req, len);
+		return;
+	}
+	fuse_reply_iov(req, iov, count);
+	pthread_rwlock_unlock(&n->rw);
+}
+
+/*
  * Replies the buffered (unsaved or cached) bytes [off, off + len) of n. The reply copies them
  * out while n->rw is still held, so n is pinned: once the reply is out,
  * the kernel may release the last handle and drop n at once.
@@ -128,8 +150,7 @@ static void fs_read_dirty(struct fs *fs, fuse_req_t req, struct node *n,
 		}
 	}
 	node_pin(fs, n);
-	fuse_reply_iov(req, iov, node_iov(n, off, len, iov));
-	pthread_rwlock_unlock(&n->rw);
+	fs_reply_iov_unlock(req, n, iov, node_iov(n, off, len, iov));
 	node_put(fs, n, 0, 0, 1);
 	if (iov != small)
 		free(iov);
@@ -241,9 +262,8 @@ static int fs_read_old(struct fs *fs, fuse_req_t req, struct node *n,
 	if (n->wb && off < n->wb->size) {
 		got = n->wb->size - off < size ? n->wb->size - off : size;
 		node_pin(fs, n);
-		fuse_reply_iov(req, iov,
-			       node_segs_iov(n->wb->segs, off, got, iov));
-		pthread_rwlock_unlock(&n->rw);
+		fs_reply_iov_unlock(req, n, iov,
+				    node_segs_iov(n->wb->segs, off, got, iov));
 		node_put(fs, n, 0, 0, 1);
 		return 1;
 	}

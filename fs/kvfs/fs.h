@@ -164,6 +164,9 @@ struct fs_config {
 	int durable;
 	/* Run requests that may wait on kvfs's threads (defer.h). */
 	int defer;
+	/* FUSE over io_uring (fuse_compat.h); ring entries per queue. */
+	int io_uring;
+	unsigned io_uring_q_depth;
 	enum log_level loglevel;
 	uint64_t capacity; /* bytes kvfs may use on the backing filesystem */
 	unsigned capacity_pct; /* capacity as a share of the filesystem */

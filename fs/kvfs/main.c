@@ -13,6 +13,12 @@
  *   connection behind idx->lock), on data-file reads (each thread's own
  *   io_uring; appends too with -o durable), and, bounded and holding no
  *   node lock, on the dirty budget and on an fsync's saves.
+ * - with -o io_uring (fs/kvfs/fuse_compat.c), instead of those workers:
+ *   libfuse's ring threads, one per CPU, each serving its CPU's queue;
+ *   they run only the handlers that do not wait, the rest go to the
+ *   deferred-request threads (fs/kvfs/defer.c), which reply; main
+ *   serves INIT and then what comes on /dev/fuse, and stops the rings
+ *   after the deferred requests are answered.
  * - write-behind (fs/kvfs/wb.c): KVFS_WB_WRITERS writers append queued
  *   files (one lane and ring each); one committer commits them to the
  *   index in batches.
@@ -48,10 +54,11 @@
 #include "capacity.h"
 #include "clock.h"
 #include "ctlsock.h"
-#include "defer.h"
 #include "datadir.h"
+#include "defer.h"
 #include "extq.h"
 #include "fs.h"
+#include "fuse_compat.h"
 #include "janitor.h"
 #include "kvdb.h"
 #include "lookup.h"
@@ -82,6 +89,8 @@ struct kvfs_opts {
 	unsigned threads;
 	int durable;
 	int defer;
+	int io_uring;
+	char *io_uring_q_depth;
 	int nargs;
 	int noatime, atime, relatime; /* at most one */
 	/* The shared tier (share.h), off without rados_pool. */
@@ -114,6 +123,8 @@ static const struct fuse_opt kvfs_opt_spec[] = {
 	KVFS_OPT("threads=%u", threads),
 	KVFS_OPT("durable", durable),
 	KVFS_OPT("defer", defer),
+	KVFS_OPT("io_uring", io_uring),
+	KVFS_OPT("io_uring_q_depth=%s", io_uring_q_depth),
 	{"noatime", offsetof(struct kvfs_opts, noatime), 1},
 	{"atime", offsetof(struct kvfs_opts, atime), 1},
 	{"strictatime", offsetof(struct kvfs_opts, atime), 1},
@@ -161,6 +172,11 @@ static void kvfs_usage(const char *prog)
 	       "    -o defer               run requests that may wait on "
 	       "kvfs's threads (as with\n"
 	       "                           io_uring; for testing)\n"
+	       "    -o io_uring            serve FUSE over io_uring (libfuse "
+	       ">= 3.18, kernel's\n"
+	       "                           fuse enable_uring on; kvfs(8))\n"
+	       "    -o io_uring_q_depth=N  ring entries per queue (default "
+	       "8)\n"
 	       "    -o capacity=SIZE|N%%    most space kvfs uses (default "
 	       "90%% of what is free\n"
 	       "                           plus what kvfs already uses)\n"
@@ -300,6 +316,39 @@ static int kvfs_config_rados(struct fs *fs, struct kvfs_opts *o)
 	return 0;
 }
 
+/* FUSE over io_uring (fuse_compat.h): refused here when it cannot run. */
+static int kvfs_config_uring(struct fs *fs, struct kvfs_opts *o)
+{
+	struct fs_config *c = &fs->cfg;
+	unsigned long d = FUSE_COMPAT_Q_DEPTH;
+	char *end = NULL;
+
+	if (o->io_uring_q_depth) {
+		errno = 0;
+		d = strtoul(o->io_uring_q_depth, &end, 10);
+		if (!o->io_uring) {
+			fprintf(stderr, "kvfs: io_uring_q_depth needs "
+					"io_uring\n");
+			return -EINVAL;
+		}
+		if (errno || end == o->io_uring_q_depth || *end != '\0' ||
+		    o->io_uring_q_depth[0] == '-' || d == 0 ||
+		    d > FUSE_COMPAT_Q_DEPTH_MAX) {
+			fprintf(stderr,
+				"kvfs: bad io_uring_q_depth '%s' (1 to %d)\n",
+				o->io_uring_q_depth, FUSE_COMPAT_Q_DEPTH_MAX);
+			return -EINVAL;
+		}
+	}
+	if (!o->io_uring)
+		return 0;
+	if (fuse_compat_uring_check() < 0)
+		return -ENOTSUP;
+	c->io_uring = 1;
+	c->io_uring_q_depth = (unsigned)d;
+	return 0;
+}
+
 static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 {
 	struct fs_config *c = &fs->cfg;
@@ -396,6 +445,8 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 		fprintf(stderr, "kvfs: timeouts must not be negative\n");
 		return -EINVAL;
 	}
+	if (kvfs_config_uring(fs, o) < 0)
+		return -EINVAL;
 	return kvfs_config_rados(fs, o);
 }
 
@@ -733,7 +784,8 @@ static int kvfs_run(struct fs *fs, struct fuse_cmdline_opts *co)
 	    kvfs_start_vc(fs) < 0 || idx_start_checkpointer(fs->idx) < 0 ||
 	    janitor_start(fs) < 0 || wb_start(fs, KVFS_WB_WRITERS) < 0 ||
 	    fs_extq_start(fs) < 0 || share_start(fs) < 0 ||
-	    (fs->cfg.defer && defer_start(fs, DEFER_THREADS) < 0)) {
+	    ((fs->cfg.defer || fs->cfg.io_uring) &&
+	     defer_start(fs, DEFER_THREADS) < 0)) {
 		log_err("cannot start the notifier, probe, checkpoint, "
 			"write-behind, extent-write, shared-tier and "
 			"deferred-request threads");
@@ -744,7 +796,20 @@ static int kvfs_run(struct fs *fs, struct fuse_cmdline_opts *co)
 	kvfs_write_pid(fs);
 	log_info("serving %s at %s", fs->cfg.datadir, co->mountpoint);
 
-	rc = kvfs_loop(fs, co);
+	/* With io_uring, libfuse starts its rings while serving INIT. */
+	rc = fs->cfg.io_uring ? fuse_compat_serve_init(fs->se, 1) : 0;
+	if (rc == -EPROTONOSUPPORT) {
+		ret = KVFS_EXIT_CONFIG;
+		goto out_stop;
+	}
+	if (rc == 0)
+		rc = fs->cfg.io_uring ? fuse_compat_loop_uring(fs->se)
+				      : kvfs_loop(fs, co);
+	if (fs->cfg.io_uring) {
+		/* Deferred requests still use their ring entries. */
+		defer_quiesce(fs);
+		fuse_compat_stop_rings(fs->se);
+	}
 	/* 0 or a signal number: a normal stop. -errno: the loop failed. */
 	ret = rc < 0 ? 1 : 0;
 	if (rc < 0)
@@ -767,14 +832,20 @@ static int kvfs_mount(struct fs *fs, struct fuse_args *args,
 
 	if (fuse_opt_add_arg(args, "-odefault_permissions") < 0 ||
 	    fuse_opt_add_arg(args, "-ofsname=kvfs") < 0 ||
-	    fuse_opt_add_arg(args, "-osubtype=kvfs") < 0)
+	    fuse_opt_add_arg(args, "-osubtype=kvfs") < 0 ||
+	    (fs->cfg.io_uring &&
+	     fuse_compat_uring_args(args, fs->cfg.io_uring_q_depth) < 0))
 		return ret;
 	/* Set before the session starts, read-only after. */
 	static struct fuse_lowlevel_ops ops;
 
 	ops = fs_ops;
-	if (fs->cfg.defer)
-		defer_patch_ops(&ops, fs->cfg.durable, 1);
+	/*
+	 * A ring thread serves a whole queue: what may wait goes to kvfs's
+	 * threads, a ring entry's buffers stay valid until the reply.
+	 */
+	if (fs->cfg.defer || fs->cfg.io_uring)
+		defer_patch_ops(&ops, fs->cfg.durable, !fs->cfg.io_uring);
 	fs->se = fuse_session_new(args, &ops, sizeof(ops), fs);
 	if (!fs->se)
 		return ret;
@@ -847,6 +918,7 @@ out_args:
 	free(o.record_max);
 	free(o.dirty_limit);
 	free(o.root_mode);
+	free(o.io_uring_q_depth);
 	free(o.capacity);
 	free(o.rados_pool);
 	free(o.ceph_conf);

@@ -25,6 +25,7 @@
 #include "filebuf.h"
 #include "fileio.h"
 #include "fs.h"
+#include "fuse_compat.h"
 #include "lookup.h"
 #include "names.h"
 #include "node.h"
@@ -96,6 +97,8 @@ static void fs_refresh_dir(struct fs *fs, uint64_t ino)
 
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
+	struct fs *fs = userdata;
+
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_ASYNC_DIO)
 		conn->want |= FUSE_CAP_ASYNC_DIO;
@@ -104,6 +107,7 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
 	conn->time_gran = 1;
+	fuse_compat_init(conn, fs->cfg.io_uring);
 }
 
 static void fs_destroy(void *userdata)

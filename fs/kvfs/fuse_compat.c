@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libfuse 3.14 and >= 3.18 (fuse_compat.h): the io_uring transport's
+ * options, checks and INIT.
+ */
+#include "fuse_compat.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define FUSE_COMPAT_ENABLE_URING "/sys/module/fuse/parameters/enable_uring"
+#define FUSE_COMPAT_URING_DISABLED "/proc/sys/kernel/io_uring_disabled"
+
+int fuse_compat_has_uring(void)
+{
+#ifdef KVFS_FUSE_URING
+	return 1;
+#else
+	return 0;
+#endif
+}
+
+/* The first character of a small sysfs or procfs file, or -errno. */
+static int fuse_compat_read_char(const char *path)
+{
+	char c;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, &c, 1);
+	close(fd);
+	return n == 1 ? (unsigned char)c : -EIO;
+}
+
+int fuse_compat_uring_check(void)
+{
+	int c;
+
+	if (!fuse_compat_has_uring()) {
+		fprintf(stderr,
+			"kvfs: io_uring: this kvfs was built against "
+			"libfuse %s, which has no FUSE over io_uring "
+			"(needs >= 3.18: scripts/build "
+			"--libfuse-uring)\n",
+			fuse_pkgversion());
+		return -ENOTSUP;
+	}
+	c = fuse_compat_read_char(FUSE_COMPAT_ENABLE_URING);
+	if (c == -ENOENT) {
+		fprintf(stderr, "kvfs: io_uring: the kernel has no FUSE over "
+				"io_uring (no " FUSE_COMPAT_ENABLE_URING
+				"; needs Linux >= 6.14)\n");
+		return -ENOTSUP;
+	}
+	if (c != 'Y' && c != '1') {
+		fprintf(stderr,
+			"kvfs: io_uring: FUSE over io_uring is off in "
+			"the kernel (" FUSE_COMPAT_ENABLE_URING
+			" is not Y; as root: echo 1 > " FUSE_COMPAT_ENABLE_URING
+			")\n");
+		return -ENOTSUP;
+	}
+	/* 1 allows only io_uring_group; 2 none: kvfs may be either. */
+	c = fuse_compat_read_char(FUSE_COMPAT_URING_DISABLED);
+	if (c == '2') {
+		fprintf(stderr, "kvfs: io_uring: io_uring is disabled "
+				"(" FUSE_COMPAT_URING_DISABLED " is 2)\n");
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+int fuse_compat_uring_args(struct fuse_args *args, unsigned q_depth)
+{
+	char opt[64];
+
+	snprintf(opt, sizeof(opt), "-oio_uring,io_uring_q_depth=%u", q_depth);
+	return fuse_opt_add_arg(args, opt) < 0 ? -ENOMEM : 0;
+}
+
+void fuse_compat_init(struct fuse_conn_info *conn, int uring)
+{
+#ifdef KVFS_FUSE_URING
+	/* conn->want: kvfs's init sets the 32-bit word, never want_ext. */
+	if (uring && (conn->capable & FUSE_CAP_OVER_IO_URING))
+		conn->want |= (uint32_t)FUSE_CAP_OVER_IO_URING;
+	else
+		conn->want &= ~(uint32_t)FUSE_CAP_OVER_IO_URING;
+	/*
+	 * libfuse 3.18 matches an INTERRUPT only to requests read from
+	 * /dev/fuse: one for a ring entry's request stays queued for good
+	 * (and is leaked at exit). Without interrupts the kernel sends none.
+	 */
+	if (uring)
+		conn->no_interrupt = 1;
+#else
+	(void)conn;
+	(void)uring;
+#endif
+}
+
+int fuse_compat_ring_threads(void)
+{
+	char path[64], comm[32];
+	struct dirent *d;
+	DIR *dir = opendir("/proc/self/task");
+	int n = 0, fd;
+	ssize_t len;
+
+	if (!dir)
+		return 0;
+	while ((d = readdir(dir))) {
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%.16s/comm",
+			 d->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		len = read(fd, comm, sizeof(comm) - 1);
+		close(fd);
+		if (len > 0) {
+			comm[len] = '\0';
+			n += strncmp(comm, "fuse-ring-", 10) == 0;
+		}
+	}
+	closedir(dir);
+	return n;
+}
+
+int fuse_compat_serve_init(struct fuse_session *se, int uring)
+{
+	struct fuse_buf buf = {.mem = NULL};
+	int rc, nthreads;
+
+	/* The kernel sends INIT first and nothing else until it is answered. */
+	do {
+		if (fuse_session_exited(se))
+			return 1;
+		rc = fuse_session_receive_buf(se, &buf);
+	} while (rc == -EINTR || rc == -EAGAIN);
+	if (rc == 0) {
+		free(buf.mem);
+		return 1; /* unmounted */
+	}
+	if (rc < 0) {
+		free(buf.mem);
+		log_err("reading INIT from /dev/fuse: %s", strerror(-rc));
+		return rc;
+	}
+	fuse_session_process_buf(se, &buf);
+	free(buf.mem);
+	/* libfuse ends the session when it refuses INIT (it logged why). */
+	if (fuse_session_exited(se))
+		return -EPROTO;
+	if (!uring)
+		return 0;
+	/* libfuse joins its ring threads again when a ring fails to start. */
+	nthreads = fuse_compat_ring_threads();
+	if (nthreads == 0) {
+		log_err("io_uring: libfuse did not start FUSE over io_uring "
+			"(the kernel did not offer it in INIT, or a ring "
+			"failed); "
+			"not serving on /dev/fuse instead");
+		return -EPROTONOSUPPORT;
+	}
+	log_info("serving FUSE over io_uring: %d ring threads", nthreads);
+	return 0;
+}
+
+int fuse_compat_loop_uring(struct fuse_session *se)
+{
+	struct fuse_buf buf = {.mem = NULL};
+	int rc = 0;
+
+	while (!fuse_session_exited(se)) {
+		rc = fuse_session_receive_buf(se, &buf);
+		if (rc == -EINTR || rc == -EAGAIN)
+			continue;
+		if (rc <= 0)
+			break;
+		fuse_session_process_buf(se, &buf);
+	}
+	free(buf.mem);
+	return rc < 0 && rc != -EINTR && rc != -EAGAIN ? rc : 0;
+}
+
+void fuse_compat_stop_rings(struct fuse_session *se)
+{
+	/* libfuse's loop on an ended session only stops the rings. */
+	fuse_session_exit(se);
+	(void)fuse_session_loop(se);
+}
+
+int fuse_compat_req_in_ring(fuse_req_t req)
+{
+#ifdef KVFS_FUSE_URING
+	return fuse_req_is_uring(req);
+#else
+	(void)req;
+	return 0;
+#endif
+}
+
+int fuse_compat_stage_iov(fuse_req_t req, const struct iovec *iov, int count,
+			  size_t *len)
+{
+#ifdef KVFS_FUSE_URING
+	char *payload;
+	size_t room, got = 0;
+	int i;
+
+	if (!fuse_req_is_uring(req) ||
+	    fuse_req_get_payload(req, &payload, &room, NULL) != 0)
+		return 0;
+	for (i = 0; i < count; i++) {
+		if (iov[i].iov_len > room - got)
+			return 0;
+		memcpy(payload + got, iov[i].iov_base, iov[i].iov_len);
+		got += iov[i].iov_len;
+	}
+	*len = got;
+	return 1;
+#else
+	(void)req;
+	(void)iov;
+	(void)count;
+	(void)len;
+	return 0;
+#endif
+}
+
+void fuse_compat_reply_staged(fuse_req_t req, size_t len)
+{
+#ifdef KVFS_FUSE_URING
+	char *payload = NULL;
+	size_t room;
+
+	/* libfuse sends the entry's own buffer without copying it. */
+	if (fuse_req_get_payload(req, &payload, &room, NULL) != 0) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	fuse_reply_buf(req, payload, len);
+#else
+	(void)len;
+	fuse_reply_err(req, EIO);
+#endif
+}
