@@ -2,9 +2,7 @@
 /*
  * FUSE low-level request handlers. Each handler replies exactly once, with a
  * positive errno on failure (fs_reply_err). Namespace operations go to the
- * index in one transaction each; file bytes live in a node's write buffer
- * from the first write until the flush that appends them to a data file
- * (FLUSH, RELEASE or FSYNC), and are read back from there.
+ * index in one transaction each; file bytes are in fileio.c and wb.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -97,8 +95,6 @@ static void fs_refresh_dir(struct fs *fs, uint64_t ino)
 
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
-	struct fs *fs = userdata;
-
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_ASYNC_DIO)
 		conn->want |= FUSE_CAP_ASYNC_DIO;
@@ -107,7 +103,7 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
 	conn->time_gran = 1;
-	fuse_compat_init(conn, fs->cfg.io_uring);
+	fuse_compat_init(conn, ((struct fs *)userdata)->cfg.io_uring);
 }
 
 static void fs_destroy(void *userdata)
