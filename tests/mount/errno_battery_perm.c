@@ -313,60 +313,52 @@ static void user1_again(void)
 	T("perm1.sticky-rmdir-own", rmdir("st/d1001"));
 }
 
+/* A file of n bytes (seeded with seed) with mode, or the battery ends. */
+static void mkfile_mode(const char *p, size_t n, uint64_t seed, mode_t mode)
+{
+	must(mkfile(p, n, seed), p);
+	must(chmod(p, mode), p);
+}
+
 static void perm_setup(void)
 {
 	must(mkdir("pm", 0755), "pm");
 	must(chdir("pm"), "chdir pm");
-	must(mkfile("p600", 10, 100), "p600");
-	must(chmod("p600", 0600), "chmod p600");
-	must(mkfile("p644", 10, 101), "p644");
+	mkfile_mode("p600", 10, 100, 0600);
+	mkfile_mode("p644", 10, 101, 0644);
 	must(mkdir("px", 0744), "px");
-	must(mkfile("px/f", 10, 102), "px/f");
+	mkfile_mode("px/f", 10, 102, 0644);
 	must(mkdir("st", 0755), "st");
 	must(chmod("st", 01777), "chmod st");
-	must(mkfile("st/froot", 10, 103), "froot");
-	must(chmod("st/froot", 0666), "chmod froot");
+	mkfile_mode("st/froot", 10, 103, 0666);
 	must(mkdir("open", 0755), "open");
 	must(chmod("open", 0777), "chmod open");
-	must(mkfile("open/p666", 10, 104), "p666");
-	must(chmod("open/p666", 0666), "chmod p666");
-	must(mkfile("open/hl600", 10, 105), "hl600");
-	must(chmod("open/hl600", 0600), "chmod hl600");
-	must(mkfile("open/hl644", 10, 106), "hl644");
-	must(mkfile("open/hl666", 10, 107), "hl666");
-	must(chmod("open/hl666", 0666), "chmod hl666");
-	must(mkfile("open/hl4777", 10, 108), "hl4777");
-	must(chmod("open/hl4777", 04777), "chmod hl4777");
-	must(mkfile("open/given", 10, 109), "given");
+	mkfile_mode("open/p666", 10, 104, 0666);
+	mkfile_mode("open/hl600", 10, 105, 0600);
+	mkfile_mode("open/hl644", 10, 106, 0644);
+	mkfile_mode("open/hl666", 10, 107, 0666);
+	mkfile_mode("open/hl4777", 10, 108, 04777);
+	mkfile_mode("open/given", 10, 109, 0644);
 	must(chown("open/given", U1, 0), "chown given");
-	must(mkfile("open/su", 100, 110), "su");
-	must(chmod("open/su", 06777), "chmod su");
-	must(mkfile("open/sgnx", 100, 111), "sgnx");
-	must(chmod("open/sgnx", 02766), "chmod sgnx");
-	must(mkfile("open/sgnx2", 100, 116), "sgnx2");
-	must(chmod("open/sgnx2", 02766), "chmod sgnx2");
-	must(mkfile("open/sgnx3", 100, 117), "sgnx3");
-	must(chmod("open/sgnx3", 02766), "chmod sgnx3");
+	mkfile_mode("open/su", 100, 110, 06777);
+	mkfile_mode("open/sgnx", 100, 111, 02766);
+	mkfile_mode("open/sgnx2", 100, 116, 02766);
+	mkfile_mode("open/sgnx3", 100, 117, 02766);
 	must(mkdir("open/nx", 0755), "open/nx");
-	must(mkfile("open/nx/f", 1, 119), "open/nx/f");
+	mkfile_mode("open/nx/f", 1, 119, 0644);
 	must(chmod("open/nx", 0776), "chmod open/nx");
 	must(mkdir("open/wx", 0755), "open/wx");
 	must(chmod("open/wx", 0773), "chmod open/wx");
 	must(mkdir("open/sub", 0755), "open/sub");
 	must(chmod("open/sub", 0777), "chmod open/sub");
-	must(mkfile("open/noatime", 10, 118), "noatime");
-	must(chmod("open/noatime", 0666), "chmod noatime");
-	must(mkfile("open/su2", 100, 112), "su2");
-	must(chmod("open/su2", 06777), "chmod su2");
-	must(mkfile("open/su3", 100, 113), "su3");
-	must(chmod("open/su3", 06777), "chmod su3");
+	mkfile_mode("open/noatime", 10, 118, 0666);
+	mkfile_mode("open/su2", 100, 112, 06777);
+	mkfile_mode("open/su3", 100, 113, 06777);
 	must(topen("open/su4", O_CREAT | O_WRONLY, 0644), "su4");
 	must(chmod("open/su4", 06777), "chmod su4");
 	old_times("open/su4");
-	must(mkfile("open/su5", 100, 114), "su5");
-	must(chmod("open/su5", 06777), "chmod su5");
-	must(mkfile("open/rt", 100, 115), "rt");
-	must(chmod("open/rt", 0666), "chmod rt");
+	mkfile_mode("open/su5", 100, 114, 06777);
+	mkfile_mode("open/rt", 100, 115, 0666);
 }
 
 void sec_perm(void)
