@@ -35,6 +35,15 @@ int share_is_stub(const struct node *n)
 	       n->attr.nlink > 0;
 }
 
+/* Whether inode ino is a stub in the index (its bytes only in RADOS). */
+static int share_ino_is_stub(struct fs *fs, uint64_t ino)
+{
+	struct idx_attr a;
+
+	return idx_getattr(fs->idx, ino, &a) == 0 && S_ISREG(a.mode) &&
+	       a.size > 0 && a.ext.file_id == 0 && a.ext.hdr_len == KV_EXT_STUB;
+}
+
 /* The local entry for a name RADOS lists with size (RTIER_DIR: a dir). */
 static struct idx_attr share_new_attr(const struct share *sh, uint64_t size)
 {
@@ -196,8 +205,11 @@ static void share_answer(struct fs *fs, uint64_t parent, const char *name,
 			*found = 1;
 		return;
 	}
-	/* Swept for room is not removed: the local copy stays. */
-	if (!rfound && size != RTIER_SWEPT &&
+	/*
+	 * Swept for room is not removed: the local copy stays; a stub has
+	 * none, so it goes (a load would find the block nowhere).
+	 */
+	if (!rfound && (size != RTIER_SWEPT || share_ino_is_stub(fs, *ino)) &&
 	    share_forget(fs, parent, name, *ino))
 		*found = 0;
 }
