@@ -126,6 +126,11 @@ int topen(const char *p, int flags, mode_t m)
 	return 0;
 }
 
+int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 /* Writes n pattern bytes (seed) to a new or truncated file. 0 or -1. */
 int mkfile(const char *p, size_t n, uint64_t seed)
 {

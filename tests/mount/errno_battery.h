@@ -55,6 +55,8 @@ void *xmalloc(size_t n);
 /* Opens and closes at once; returns 0 or -1 with errno from open. */
 int topen(const char *p, int flags, mode_t m);
 /* Writes n pattern bytes (seed) to a new or truncated file. 0 or -1. */
+/* qsort(3) order of an array of strings. */
+int cmp_str(const void *a, const void *b);
 int mkfile(const char *p, size_t n, uint64_t seed);
 /* rc < 0: fail_setup(what). */
 void must(int rc, const char *what);

@@ -222,11 +222,6 @@ static void show_xattr(const char *name, const char *p, const char *attr)
 		printf("%s: %zd \"%.*s\"\n", name, n, (int)n, v);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static void show_xattr_list(const char *name, const char *p)
 {
 	char buf[4096], *names[64];

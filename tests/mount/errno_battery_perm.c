@@ -320,6 +320,13 @@ static void mkfile_mode(const char *p, size_t n, uint64_t seed, mode_t mode)
 	must(chmod(p, mode), p);
 }
 
+/* A directory with mode (set after mkdir, past the umask). */
+static void mkdir_mode(const char *p, mode_t mode)
+{
+	must(mkdir(p, 0755), p);
+	must(chmod(p, mode), p);
+}
+
 static void perm_setup(void)
 {
 	must(mkdir("pm", 0755), "pm");
@@ -328,11 +335,9 @@ static void perm_setup(void)
 	mkfile_mode("p644", 10, 101, 0644);
 	must(mkdir("px", 0744), "px");
 	mkfile_mode("px/f", 10, 102, 0644);
-	must(mkdir("st", 0755), "st");
-	must(chmod("st", 01777), "chmod st");
+	mkdir_mode("st", 01777);
 	mkfile_mode("st/froot", 10, 103, 0666);
-	must(mkdir("open", 0755), "open");
-	must(chmod("open", 0777), "chmod open");
+	mkdir_mode("open", 0777);
 	mkfile_mode("open/p666", 10, 104, 0666);
 	mkfile_mode("open/hl600", 10, 105, 0600);
 	mkfile_mode("open/hl644", 10, 106, 0644);
@@ -347,10 +352,8 @@ static void perm_setup(void)
 	must(mkdir("open/nx", 0755), "open/nx");
 	mkfile_mode("open/nx/f", 1, 119, 0644);
 	must(chmod("open/nx", 0776), "chmod open/nx");
-	must(mkdir("open/wx", 0755), "open/wx");
-	must(chmod("open/wx", 0773), "chmod open/wx");
-	must(mkdir("open/sub", 0755), "open/sub");
-	must(chmod("open/sub", 0777), "chmod open/sub");
+	mkdir_mode("open/wx", 0773);
+	mkdir_mode("open/sub", 0777);
 	mkfile_mode("open/noatime", 10, 118, 0666);
 	mkfile_mode("open/su2", 100, 112, 06777);
 	mkfile_mode("open/su3", 100, 113, 06777);

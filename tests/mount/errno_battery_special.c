@@ -47,11 +47,6 @@ static void show_node(const char *name, const char *p)
 	       minor(st.st_rdev));
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static const char *dtype_name(unsigned char t)
 {
 	switch (t) {
