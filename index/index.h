@@ -176,6 +176,13 @@ int idx_get_crcs(struct idx *idx, uint64_t ino, uint32_t **crcs,
  */
 int idx_unlink(struct idx *idx, uint64_t parent, const char *name, int rmdir,
 	       int64_t now_ns, uint64_t *ino, uint32_t *nlink);
+/*
+ * idx_unlink() of a file's name only while it still means inode ino, checked
+ * in the same transaction: -ESTALE when it names another inode, -ENOENT when
+ * it is gone. *nlink is ino's link count after.
+ */
+int idx_unlink_ino(struct idx *idx, uint64_t parent, const char *name,
+		   uint64_t ino, int64_t now_ns, uint32_t *nlink);
 
 /*
  * rename(2)/renameat2(2) in one transaction. flags is 0, RENAME_NOREPLACE or

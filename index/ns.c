@@ -627,9 +627,10 @@ int idx_setattr(struct idx *idx, const struct idx_attr *attr)
 	return idx_leave(idx, rc);
 }
 
+/* expect: the inode the name must mean (-ESTALE otherwise), 0 for any. */
 static int idx_unlink_txn(struct idx *idx, uint64_t parent, const char *name,
-			  int rmdir, int64_t now_ns, uint64_t *ino,
-			  uint32_t *nlink)
+			  int rmdir, uint64_t expect, int64_t now_ns,
+			  uint64_t *ino, uint32_t *nlink)
 {
 	struct idx_attr dir, a;
 	uint32_t left;
@@ -642,6 +643,8 @@ static int idx_unlink_txn(struct idx *idx, uint64_t parent, const char *name,
 	rc = idx_find(idx, parent, name, &a, &id);
 	if (rc <= 0)
 		return rc < 0 ? rc : -ENOENT;
+	if (expect && a.ino != expect)
+		return -ESTALE;
 	isdir = S_ISDIR(a.mode);
 	if (rmdir && !isdir)
 		return -ENOTDIR;
@@ -666,8 +669,9 @@ static int idx_unlink_txn(struct idx *idx, uint64_t parent, const char *name,
 	return rc;
 }
 
-int idx_unlink(struct idx *idx, uint64_t parent, const char *name, int rmdir,
-	       int64_t now_ns, uint64_t *ino, uint32_t *nlink)
+static int idx_unlink_common(struct idx *idx, uint64_t parent, const char *name,
+			     int rmdir, uint64_t expect, int64_t now_ns,
+			     uint64_t *ino, uint32_t *nlink)
 {
 	uint64_t i = 0;
 	uint32_t n = 0;
@@ -678,12 +682,29 @@ int idx_unlink(struct idx *idx, uint64_t parent, const char *name, int rmdir,
 	rc = idx_enter(idx, 1);
 	if (!rc)
 		rc = idx_leave(idx, idx_unlink_txn(idx, parent, name, rmdir,
-						   now_ns, &i, &n));
+						   expect, now_ns, &i, &n));
 	if (!rc) {
 		*ino = i;
 		*nlink = n;
 	}
 	return rc;
+}
+
+int idx_unlink(struct idx *idx, uint64_t parent, const char *name, int rmdir,
+	       int64_t now_ns, uint64_t *ino, uint32_t *nlink)
+{
+	return idx_unlink_common(idx, parent, name, rmdir, 0, now_ns, ino,
+				 nlink);
+}
+
+int idx_unlink_ino(struct idx *idx, uint64_t parent, const char *name,
+		   uint64_t ino, int64_t now_ns, uint32_t *nlink)
+{
+	uint64_t i;
+
+	if (ino == 0)
+		return -EINVAL;
+	return idx_unlink_common(idx, parent, name, 0, ino, now_ns, &i, nlink);
 }
 
 /* The arguments of one idx_rename() call, and what it replaced. */

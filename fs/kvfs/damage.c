@@ -14,10 +14,46 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "damage.h"
 #include "fs.h"
 #include "node.h"
 #include "notify.h"
+
+/*
+ * A failed read of n is done with its name (fs_drop and fs_quarantine
+ * count it in n->unnaming first). wait: it did not unname it itself
+ * (another failed read of n had, or is at it), so its reply must not go out
+ * before that one's entry invalidation has: it waits, bounded by
+ * FS_UNNAME_WAIT_NS, until no other failed read of n is still unnaming.
+ * (Queueing an invalidation of its own instead deadlocks: the notifier
+ * would sit in the other's inode invalidation, which waits for the pages
+ * this read holds until it is answered.)
+ */
+static void unname_end(struct fs *fs, struct node *n, int wait)
+{
+	uint64_t end = clock_monotonic_ns() + FS_UNNAME_WAIT_NS;
+
+	pthread_mutex_lock(&fs->nodes_lock);
+	if (--n->unnaming == 0)
+		pthread_cond_broadcast(&fs->unname_cond);
+	while (wait && n->unnaming > 0) {
+		struct timespec ts;
+
+		if (clock_monotonic_ns() >= end) {
+			log_warn("inode %llu: another failed read's entry "
+				 "invalidation took over %lld ms; answering "
+				 "the read anyway",
+				 (unsigned long long)n->ino,
+				 FS_UNNAME_WAIT_NS / 1000000);
+			break;
+		}
+		/* pthread_cond_timedwait's deadline is on CLOCK_REALTIME. */
+		ts = clock_ts(clock_realtime_ns() + 50000000);
+		pthread_cond_timedwait(&fs->unname_cond, &fs->nodes_lock, &ts);
+	}
+	pthread_mutex_unlock(&fs->nodes_lock);
+}
 
 void fs_quarantine(struct fs *fs, struct node *n, int rc)
 {
@@ -26,12 +62,13 @@ void fs_quarantine(struct fs *fs, struct node *n, int rc)
 	char *name, *path;
 
 	pthread_mutex_lock(&fs->nodes_lock);
+	n->unnaming++;
 	parent = n->parent;
 	name = strdup(n->name);
 	pthread_mutex_unlock(&fs->nodes_lock);
 	path = node_path(fs, n);
 	if (!name || !path || parent == 0 || n->attr.nlink == 0)
-		goto out_free;
+		goto out_wait;
 	if (vc_query(fs->vc, parent, name, &info) == 0) {
 		/*
 		 * Only the verdict that said "this inode" may flip; a newer
@@ -39,13 +76,13 @@ void fs_quarantine(struct fs *fs, struct node *n, int rc)
 		 */
 		if (info.phase != VC_RESOLVED || info.result != VC_HIT ||
 		    info.ino != n->ino)
-			goto out_free;
+			goto out_wait;
 		gen = info.generation;
 	} else {
 		gen = vc_bump(fs->vc, parent, name, 1, n->ino);
 	}
 	if (vc_mark_miss(fs->vc, parent, name, gen) != 1)
-		goto out_free;
+		goto out_wait;
 	log_warn("quarantined %s (inode %llu): read failed: %s; data kept, "
 		 "lookups miss until it is stored again",
 		 path, (unsigned long long)n->ino, fs_read_error(rc));
@@ -56,7 +93,11 @@ void fs_quarantine(struct fs *fs, struct node *n, int rc)
 	 * waits for pages the kernel locked until that reply.
 	 */
 	notify_entry_sync(fs->notify, parent, name);
+	unname_end(fs, n, 0);
 	notify_inode(fs->notify, n->ino);
+	goto out_free;
+out_wait:
+	unname_end(fs, n, 1);
 out_free:
 	free(path);
 	free(name);
@@ -65,27 +106,25 @@ out_free:
 void fs_drop(struct fs *fs, struct node *n)
 {
 	int64_t now = fs_now_ns();
-	struct idx_attr a;
-	uint64_t parent, ino;
+	uint64_t parent;
 	uint32_t nlink;
 	char *name, *path;
 	int rc;
 
 	pthread_mutex_lock(&fs->nodes_lock);
+	n->unnaming++;
 	parent = n->parent;
 	name = strdup(n->name);
 	pthread_mutex_unlock(&fs->nodes_lock);
 	path = node_path(fs, n);
 	if (!name || !path || parent == 0)
-		goto out_free;
+		goto out_wait;
 	/* Only the name that still means this inode goes. */
-	rc = idx_lookup(fs->idx, parent, name, &a);
-	if (rc < 0 || a.ino != n->ino)
-		goto out_free;
-	rc = idx_unlink(fs->idx, parent, name, 0, now, &ino, &nlink);
+	rc = idx_unlink_ino(fs->idx, parent, name, n->ino, now, &nlink);
 	if (rc < 0) {
-		log_err("cannot drop %s: %s", path, strerror(-rc));
-		goto out_free;
+		if (rc != -ENOENT && rc != -ESTALE)
+			log_err("cannot drop %s: %s", path, strerror(-rc));
+		goto out_wait;
 	}
 	vc_bump(fs->vc, parent, name, 0, 0);
 	pthread_rwlock_wrlock(&n->rw);
@@ -101,8 +140,12 @@ void fs_drop(struct fs *fs, struct node *n)
 	 * waits for pages the kernel locked until that reply.
 	 */
 	notify_entry_sync(fs->notify, parent, name);
+	unname_end(fs, n, 0);
 	notify_inode(fs->notify, n->ino);
 	atomic_fetch_add(&fs->dropped, 1);
+	goto out_free;
+out_wait:
+	unname_end(fs, n, 1);
 out_free:
 	free(path);
 	free(name);

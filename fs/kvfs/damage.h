@@ -15,6 +15,13 @@ struct fs;
 struct node;
 
 /*
+ * The longest a failed read that found its name already unnamed by another
+ * failed read of the same file waits for that one's entry invalidation
+ * before it is answered.
+ */
+#define FS_UNNAME_WAIT_NS (2ll * 1000000000)
+
+/*
  * After a failed read of n that did not prove the block short: its name
  * becomes a quarantined miss and the kernel forgets it; the data stays.
  */

@@ -137,6 +137,7 @@ struct node {
 	unsigned pins;	 /* nlookup > 0, each open handle, each running op */
 	uint64_t parent; /* the name the node was last seen under */
 	char *name;
+	unsigned unnaming; /* failed reads in fs_drop/fs_quarantine */
 	struct node *hnext;
 };
 
@@ -239,6 +240,8 @@ struct fs {
 
 	pthread_mutex_t nodes_lock;
 	struct node **nodes; /* hash chains, protected by nodes_lock */
+	/* Broadcast when a node's unnaming count reaches 0 (damage.c). */
+	pthread_cond_t unname_cond;
 	size_t nbuckets;
 	size_t nnodes;
 

@@ -32,6 +32,7 @@ int node_table_init(struct fs *fs)
 	pthread_mutex_init(&fs->dirty_lock, NULL);
 	pthread_cond_init(&fs->dirty_cond, NULL);
 	pthread_cond_init(&fs->grow_cond, NULL);
+	pthread_cond_init(&fs->unname_cond, NULL);
 	return 0;
 }
 
@@ -67,6 +68,7 @@ void node_table_free(struct fs *fs)
 	pthread_mutex_destroy(&fs->dirty_lock);
 	pthread_cond_destroy(&fs->dirty_cond);
 	pthread_cond_destroy(&fs->grow_cond);
+	pthread_cond_destroy(&fs->unname_cond);
 }
 
 /* Call with nodes_lock held. */
@@ -576,14 +578,11 @@ void fs_fill_stat(struct fs *fs, struct stat *st, const struct idx_attr *a)
 int node_unname(struct fs *fs, const struct idx_name *e, int evict)
 {
 	int64_t now = fs_now_ns();
-	struct idx_attr a;
+	uint64_t ino = e->ino;
 	uint32_t nlink;
-	uint64_t ino;
 
 	/* The name may have been replaced since the listing. */
-	if (idx_lookup(fs->idx, e->parent, e->name, &a) < 0 || a.ino != e->ino)
-		return 0;
-	if (idx_unlink(fs->idx, e->parent, e->name, 0, now, &ino, &nlink) < 0)
+	if (idx_unlink_ino(fs->idx, e->parent, e->name, ino, now, &nlink) < 0)
 		return 0;
 	vc_bump(fs->vc, e->parent, e->name, 0, 0);
 	notify_entry(fs->notify, e->parent, e->name);

@@ -256,6 +256,33 @@ static void test_unlink_hard_links(void **state)
 	assert_int_equal(idx_release_inode(f->idx, x, NULL), 0);
 }
 
+/* A torn block's drop removes the name only while it means that inode. */
+static void test_unlink_ino(void **state)
+{
+	struct fx *f = *state;
+	uint64_t x = mkfile(f, KV_ROOT_INO, "x");
+	uint64_t y = mkfile(f, KV_ROOT_INO, "y");
+	uint32_t nlink = 99;
+
+	assert_int_equal(
+		idx_unlink_ino(f->idx, KV_ROOT_INO, "x", y, NOW, &nlink),
+		-ESTALE);
+	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "x"), x);
+	assert_int_equal(nlink, 99);
+	assert_int_equal(
+		idx_unlink_ino(f->idx, KV_ROOT_INO, "x", 0, NOW, &nlink),
+		-EINVAL);
+	assert_int_equal(
+		idx_unlink_ino(f->idx, KV_ROOT_INO, "x", x, NOW, &nlink), 0);
+	assert_int_equal(nlink, 0);
+	assert_absent(f, KV_ROOT_INO, "x");
+	assert_int_equal(getattr_ok(f, x).ctime_ns, NOW);
+	assert_int_equal(
+		idx_unlink_ino(f->idx, KV_ROOT_INO, "x", x, NOW, &nlink),
+		-ENOENT);
+	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "y"), y);
+}
+
 /* ---- rename ---- */
 
 static void test_rename_simple(void **state)
@@ -984,6 +1011,7 @@ int main(void)
 		T(test_setattr),
 		T(test_unlink),
 		T(test_unlink_hard_links),
+		T(test_unlink_ino),
 		T(test_rename_simple),
 		T(test_rename_file_over_file),
 		T(test_rename_dirs_nlink),
