@@ -280,7 +280,13 @@ int extf_read(const struct store_io_ops *ops, const struct extf *x, void *buf,
 	char *p = buf;
 	int idle = 0, fd = x->fd;
 
-	if (direct && x->dfd >= 0 && extf_aligned(buf, off, kv_align_up(len))) {
+	/*
+	 * A large read goes around the backing file's page cache too: the
+	 * mount's page cache keeps the bytes, and a buffered read here
+	 * copies them once more and then drops them again.
+	 */
+	if ((direct || len >= EXTF_STREAM) && x->dfd >= 0 &&
+	    extf_aligned(buf, off, kv_align_up(len))) {
 		fd = x->dfd;
 		want = kv_align_up(len);
 	}

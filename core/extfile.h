@@ -93,10 +93,10 @@ int extf_write(const struct store_io_ops *ops, const struct extf *x,
 	       const void *buf, size_t len, uint64_t off, int direct);
 /*
  * Reads up to len bytes at off into buf: *got is short of len only where
- * the backing file ends. 0 or -errno. With direct set, buf and off
- * KV_ALIGN-aligned and room in buf for len rounded up to KV_ALIGN, it goes
- * through dfd; otherwise through the page cache, and the pages of a large
- * read (128 KiB or more) are dropped from it after the read.
+ * the backing file ends. 0 or -errno. With direct set or a large len (128
+ * KiB or more), buf and off KV_ALIGN-aligned and room in buf for len
+ * rounded up to KV_ALIGN, it goes through dfd; otherwise through the page
+ * cache, and the pages of a large read are dropped from it after the read.
  */
 int extf_read(const struct store_io_ops *ops, const struct extf *x, void *buf,
 	      size_t len, uint64_t off, size_t *got, int direct);

@@ -186,6 +186,10 @@ int fs_fault_read(struct fs *fs, uint64_t ino)
  *   append sleeps N ms first (keeps the queue full).
  * - "user.kvfs.fault.wb_error" = ERRNO on any inode: each write-behind
  *   append fails with it (0 stops).
+ * - "user.kvfs.fault.ext_delay_ms" = N on any inode: each queued write to
+ *   an extent file sleeps N ms first (keeps it in the queue).
+ * - "user.kvfs.fault.ext_error" = ERRNO on any inode: each queued write to
+ *   an extent file fails with it (0 stops).
  * Returns 1 when name was a hook (rc in *rc), 0 otherwise.
  */
 int fs_fault_setxattr(struct fs *fs, uint64_t ino, const char *name,
@@ -210,6 +214,10 @@ int fs_fault_setxattr(struct fs *fs, uint64_t ino, const char *name,
 		atomic_store(&fs->fault_wb_delay_ms, (unsigned)v);
 	} else if (strcmp(name, "user.kvfs.fault.wb_error") == 0) {
 		atomic_store(&fs->fault_wb_error, (int)v);
+	} else if (strcmp(name, "user.kvfs.fault.ext_delay_ms") == 0) {
+		atomic_store(&fs->fault_ext_delay_ms, (unsigned)v);
+	} else if (strcmp(name, "user.kvfs.fault.ext_error") == 0) {
+		atomic_store(&fs->fault_ext_error, (int)v);
 	} else if (strcmp(name, "user.kvfs.fault.read") == 0) {
 		size_t i;
 

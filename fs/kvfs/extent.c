@@ -237,15 +237,17 @@ int fs_ext_read(struct fs *fs, struct node *n, size_t size, uint64_t off,
 }
 
 /*
- * Queues an O_DIRECT writer's aligned write inside the file's size
- * (extq.h): 1 when queued, 0 when it is not for the queue (it grows the
- * file), -errno.
+ * Queues a write of whole pages (extq.h): 0 when queued, or -errno. One
+ * that ends past the file's size first grows the backing file to its end
+ * (n->rw exclusive), so that the size the writer is told holds and later
+ * writes inside it can be queued too.
  */
 static int fs_ext_queue(struct fs *fs, struct node *n, const char *buf,
 			size_t size, uint64_t off, int (*stop)(void *),
 			void *arg)
 {
-	int rc = fs_extq_reserve(fs, size, stop, arg);
+	uint64_t end = off + size;
+	int rc = fs_extq_reserve(fs, size, stop, arg), grow;
 
 	if (rc < 0)
 		return rc;
@@ -254,52 +256,66 @@ static int fs_ext_queue(struct fs *fs, struct node *n, const char *buf,
 		fs_extq_unreserve(fs, size);
 		return rc;
 	}
-	if (off + size > n->attr.size) {
+	grow = end > n->attr.size;
+	if (grow) {
+		/* The size changes: one at a time (x.fd stays open). */
 		pthread_rwlock_unlock(&n->rw);
-		fs_extq_unreserve(fs, size);
-		return 0;
+		pthread_rwlock_wrlock(&n->rw);
 	}
 	/* An earlier queued write failed: this writer hears of it. */
 	rc = fs_extq_error(n);
+	if (rc == 0 && end > n->attr.size) {
+		rc = extf_truncate(&n->x, end);
+		if (rc == 0)
+			n->attr.size = end;
+	}
 	if (rc < 0)
 		fs_extq_unreserve(fs, size);
 	else
 		rc = fs_extq_put(fs, n, buf, size, off);
+	if (rc == 0 && !grow) {
+		pthread_rwlock_unlock(&n->rw);
+		pthread_rwlock_wrlock(&n->rw);
+	}
+	if (rc == 0) {
+		n->attr.mtime_ns = fs_now_ns();
+		n->attr.ctime_ns = n->attr.mtime_ns;
+		n->x_dirty = 1;
+	}
 	pthread_rwlock_unlock(&n->rw);
-	if (rc < 0)
-		return rc;
-	pthread_rwlock_wrlock(&n->rw);
-	n->attr.mtime_ns = fs_now_ns();
-	n->attr.ctime_ns = n->attr.mtime_ns;
-	n->x_dirty = 1;
-	pthread_rwlock_unlock(&n->rw);
-	return 1;
+	return rc;
 }
 
 int fs_ext_write(struct fs *fs, struct node *n, const char *buf, size_t size,
 		 uint64_t off, int direct, int (*stop)(void *), void *arg)
 {
 	const struct store_io_ops *io = store_io(fs->store);
+	int aligned = off % KV_ALIGN == 0 && size % KV_ALIGN == 0 && size > 0;
 	uint64_t end = off + size;
 	int rc, grow;
 	void *bounce;
 
-	/* The disk's last bytes are the index's, so it can still commit. */
-	rc = store_check_space(fs->store, size);
+	/*
+	 * The disk's last bytes are the index's, so it can still commit;
+	 * queued bytes are not on the disk yet.
+	 */
+	rc = store_check_space(fs->store, size + fs_extq_bytes(fs));
 	if (rc < 0)
 		return rc;
 	/*
-	 * An O_DIRECT writer's whole pages go to the disk with O_DIRECT, as
-	 * on a plain file: queued when inside the size, else from an aligned
-	 * copy (the request's bytes follow its header in libfuse's buffer).
+	 * Whole pages are copied, queued and written with O_DIRECT by the
+	 * extent writers, side by side (extq.h), from buffered writers too:
+	 * the mount's page cache holds the bytes a buffered reader wants, a
+	 * second copy in the backing file's would only crowd it.
 	 */
-	direct = direct && off % KV_ALIGN == 0 && size % KV_ALIGN == 0 &&
-		 size > 0;
-	if (direct && fs->extq) {
-		rc = fs_ext_queue(fs, n, buf, size, off, stop, arg);
-		if (rc != 0)
-			return rc < 0 ? rc : 0;
-	}
+	if (aligned && fs->extq)
+		return fs_ext_queue(fs, n, buf, size, off, stop, arg);
+	/*
+	 * Else an O_DIRECT writer's whole pages go to the disk with
+	 * O_DIRECT, as on a plain file, from an aligned copy (the request's
+	 * bytes follow its header in libfuse's buffer).
+	 */
+	direct = direct && aligned;
 	if (direct && (bounce = store_buf(size)) != NULL) {
 		memcpy(bounce, buf, size);
 		buf = bounce;

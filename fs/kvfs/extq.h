@@ -29,7 +29,7 @@ struct node;
 
 /* Threads that write queued copies; bytes queued at most. */
 #define FS_EXTQ_THREADS 4
-#define FS_EXTQ_MAX (64u << 20)
+#define FS_EXTQ_MAX (32u << 20)
 
 /* Starts the writer threads (fs->extq). 0 or -errno. */
 int fs_extq_start(struct fs *fs);
@@ -57,6 +57,8 @@ int fs_extq_put(struct fs *fs, struct node *n, const void *buf, size_t len,
  */
 int fs_extq_wait(struct fs *fs, struct node *n, uint64_t off, uint64_t len,
 		 int (*stop)(void *), void *arg);
+/* Bytes queued or running now (for the free-space check). */
+uint64_t fs_extq_bytes(struct fs *fs);
 /* Returns and clears the error of a failed queued write of n (0: none). */
 int fs_extq_error(struct node *n);
 

@@ -284,6 +284,8 @@ struct fs {
 	atomic_uint fault_probe_delay_ms;
 	atomic_uint fault_wb_delay_ms;
 	atomic_int fault_wb_error; /* write-behind appends fail with -this */
+	atomic_uint fault_ext_delay_ms;
+	atomic_int fault_ext_error; /* queued extent writes fail with -this */
 #endif
 };
 

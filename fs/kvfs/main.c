@@ -22,6 +22,8 @@
  * - write-behind (fs/kvfs/wb.c): KVFS_WB_WRITERS writers append queued
  *   files (one lane and ring each); one committer commits them to the
  *   index in batches.
+ * - extent writers (fs/kvfs/extq.c): FS_EXTQ_THREADS threads write the
+ *   queued whole-page writes of extent files with O_DIRECT; no node lock.
  * - probe worker (core/verdict_probe.c): answers lookup batches from the
  *   index and replies to parked LOOKUPs (fs/kvfs/lookup.c); never notifies
  *   the kernel. A FUSE worker probes a batch itself when no probe runs
