@@ -12,6 +12,7 @@
 #include <string.h>
 #include <syslog.h>
 #include <time.h>
+#include <unistd.h>
 
 enum log_level log_max_level = LOG_LVL_INFO;
 static int log_syslog;
@@ -38,6 +39,18 @@ void log_use_syslog(const char *ident)
 {
 	openlog(ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
 	log_syslog = 1;
+}
+
+void log_dying(const char *line)
+{
+	size_t len = strlen(line);
+
+	if (write(STDERR_FILENO, line, len) < 0 ||
+	    write(STDERR_FILENO, "\n", 1) < 0) {
+		/* nowhere else to say it */
+	}
+	if (log_syslog)
+		syslog(LOG_CRIT, "%s", line);
 }
 
 void log_msg(enum log_level lvl, const char *func, const char *fmt, ...)

@@ -17,6 +17,12 @@ void log_set_level(enum log_level lvl);
 int log_parse_level(const char *s, enum log_level *out);
 /* Sends later lines to syslog(3) with the given identity (borrowed). */
 void log_use_syslog(const char *ident);
+/*
+ * The last line of a process a fatal signal is ending, from that signal's
+ * handler: to stderr with write(2), and to syslog(3) when in use (which is
+ * not async-signal-safe; acceptable only because the process dies next).
+ */
+void log_dying(const char *line);
 /* Writes "func: message"; use the log_* macros, which check the level. */
 void log_msg(enum log_level lvl, const char *func, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -735,6 +735,19 @@ int idx_set_cache(struct idx *idx, unsigned kib)
 	return rc;
 }
 
+int idx_set_mmap(struct idx *idx, uint64_t bytes)
+{
+	char sql[64];
+	int rc;
+
+	snprintf(sql, sizeof(sql), "PRAGMA mmap_size = %llu",
+		 (unsigned long long)bytes);
+	idx_lock(idx);
+	rc = idx_exec(idx, sql);
+	idx_unlock(idx);
+	return rc;
+}
+
 int idx_sync(struct idx *idx)
 {
 	int rc;

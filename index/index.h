@@ -277,6 +277,13 @@ int idx_set_durable(struct idx *idx, int durable);
  * which a scan would otherwise fill.
  */
 int idx_set_cache(struct idx *idx, unsigned kib);
+/*
+ * Reads of this connection take up to bytes of the database file straight
+ * from a memory mapping of it (PRAGMA mmap_size; 0: none) instead of a
+ * pread(2) and a copy per page. An I/O error of a mapped page is a SIGBUS
+ * then, not an error code.
+ */
+int idx_set_mmap(struct idx *idx, uint64_t bytes);
 
 /*
  * Makes every committed transaction durable (a full WAL checkpoint, which

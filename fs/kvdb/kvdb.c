@@ -107,6 +107,10 @@ int kvdb_open_index(struct kvdb *db, struct kvdb_error *err)
 	if ((db->flags & KVDB_STORE) &&
 	    idx_set_cache(db->idx, KVDB_DAEMON_CACHE_KIB) < 0)
 		log_warn("%s: cannot enlarge the index's page cache", path);
+	if ((db->flags & KVDB_STORE) && db->index_mmap &&
+	    idx_set_mmap(db->idx, db->index_mmap) < 0)
+		log_warn("%s: cannot map the index; it is read with pread(2)",
+			 path);
 	/* Every commit synchronous: gc unlinks nothing before it is durable. */
 	if (db->flags & KVDB_INDEX_DURABLE) {
 		rc = idx_set_durable(db->idx, 1);
@@ -198,6 +202,7 @@ static struct kvdb *kvdb_new(const char *datadir, const struct kvdb_opts *o)
 	db->io = o->io;
 	db->hooks = o->hooks;
 	db->flags = o->flags;
+	db->index_mmap = o->index_mmap;
 	db->root_mode = o->flags & KVDB_INDEX_CREATE ? o->root_mode : 0755;
 	if (o->store)
 		db->scfg = *o->store;

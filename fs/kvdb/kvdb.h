@@ -87,6 +87,8 @@ struct kvdb_opts {
 	const struct store_config *store;
 	/* With KVDB_INDEX_CREATE: the mode bits of a new index's root. */
 	unsigned root_mode;
+	/* With KVDB_STORE: bytes of index.db read through a mapping. */
+	uint64_t index_mmap;
 };
 
 /* The step of kvdb_open() that failed. */
@@ -126,6 +128,7 @@ struct kvdb {
 	int ext_fd;
 	struct store_config scfg;
 	unsigned root_mode;	  /* of a new index (KVDB_INDEX_CREATE) */
+	uint64_t index_mmap;	  /* kvdb_opts.index_mmap */
 	int recovered;		  /* kvdb_recover() ran */
 	struct idx_counts counts; /* with KVDB_INDEX_COUNT */
 	const struct store_io_ops *io;

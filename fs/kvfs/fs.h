@@ -52,6 +52,13 @@ struct stat;
  * several requests, reports an error, never a short count.
  */
 #define FS_VERIFY_MAX (64ull << 20)
+/*
+ * -o index_mmap by default: bytes of index.db the daemon reads through a
+ * memory mapping instead of a pread(2) and a copy per page. Random stats
+ * in a flat directory of 200,000 names, daemon restarted and caches
+ * dropped: 6,000-6,900 stats/s with pread, 10,700-12,800 mapped.
+ */
+#define FS_INDEX_MMAP (1ull << 30)
 /* record_max by default: larger files are extent files (extent.h). */
 #define FS_RECORD_MAX (64ull << 20)
 /* Write buffers come in segments of this size (a KV_CHUNK_SIZE multiple). */
@@ -159,6 +166,7 @@ struct fs_config {
 	/* Larger files are extent files (extent.h), not one record. */
 	uint64_t record_max;
 	uint64_t dirty_limit;
+	uint64_t index_mmap;   /* bytes of index.db read mapped (0: none) */
 	int64_t dirty_wait_ns; /* longest wait for room: FS_DIRTY_WAIT_NS */
 	unsigned threads;
 	unsigned root_mode;

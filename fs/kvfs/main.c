@@ -44,6 +44,7 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,7 @@ struct kvfs_opts {
 	char *max_file_size;
 	char *record_max;
 	char *dirty_limit;
+	char *index_mmap;
 	char *root_mode;
 	double entry_timeout;
 	double attr_timeout;
@@ -118,6 +120,7 @@ static const struct fuse_opt kvfs_opt_spec[] = {
 	KVFS_OPT("max_file_size=%s", max_file_size),
 	KVFS_OPT("record_max=%s", record_max),
 	KVFS_OPT("dirty_limit=%s", dirty_limit),
+	KVFS_OPT("index_mmap=%s", index_mmap),
 	KVFS_OPT("root_mode=%s", root_mode),
 	KVFS_OPT("entry_timeout=%lf", entry_timeout),
 	KVFS_OPT("attr_timeout=%lf", attr_timeout),
@@ -164,6 +167,9 @@ static void kvfs_usage(const char *prog)
 	       "(default 64M)\n"
 	       "    -o dirty_limit=SIZE    memory for unsaved writes "
 	       "(default 1G)\n"
+	       "    -o index_mmap=SIZE     bytes of the index read through a "
+	       "mapping (default 1G;\n"
+	       "                           0: pread)\n"
 	       "    -o threads=N           FUSE worker threads (default 16)\n"
 	       "    -o root_mode=OCTAL     root directory mode of a new "
 	       "DATADIR (default 0755)\n"
@@ -351,6 +357,32 @@ static int kvfs_config_uring(struct fs *fs, struct kvfs_opts *o)
 	return 0;
 }
 
+/* -o capacity=SIZE|N%: c->capacity or c->capacity_pct. 0 or -EINVAL. */
+static int kvfs_config_capacity(struct fs_config *c, const struct kvfs_opts *o)
+{
+	size_t len;
+	char *end;
+
+	if (!o->capacity)
+		return 0;
+	len = strlen(o->capacity);
+	if (len > 1 && o->capacity[len - 1] == '%') {
+		unsigned long pct = strtoul(o->capacity, &end, 10);
+
+		if (end != o->capacity + len - 1 || pct == 0 || pct > 100) {
+			fprintf(stderr, "kvfs: bad capacity '%s'\n",
+				o->capacity);
+			return -EINVAL;
+		}
+		c->capacity_pct = (unsigned)pct;
+	} else if (kvfs_parse_size(o->capacity, &c->capacity) < 0 ||
+		   c->capacity == 0) {
+		fprintf(stderr, "kvfs: bad capacity '%s'\n", o->capacity);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 {
 	struct fs_config *c = &fs->cfg;
@@ -365,6 +397,7 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 	c->max_file_size = INT64_MAX;
 	c->record_max = FS_RECORD_MAX;
 	c->dirty_limit = 1ull << 30;
+	c->index_mmap = FS_INDEX_MMAP;
 	c->dirty_wait_ns = FS_DIRTY_WAIT_NS;
 	c->root_mode = 0755;
 	if (o->loglevel && log_parse_level(o->loglevel, &c->loglevel) < 0) {
@@ -394,6 +427,11 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 		fprintf(stderr, "kvfs: bad dirty_limit '%s'\n", o->dirty_limit);
 		return -EINVAL;
 	}
+	if (o->index_mmap &&
+	    kvfs_parse_size(o->index_mmap, &c->index_mmap) < 0) {
+		fprintf(stderr, "kvfs: bad index_mmap '%s'\n", o->index_mmap);
+		return -EINVAL;
+	}
 	if (o->root_mode) {
 		unsigned long m = strtoul(o->root_mode, &end, 8);
 
@@ -418,26 +456,8 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 				"low_watermark <= high_watermark <= 100\n");
 		return -EINVAL;
 	}
-	if (o->capacity) {
-		size_t len = strlen(o->capacity);
-
-		if (len > 1 && o->capacity[len - 1] == '%') {
-			unsigned long pct = strtoul(o->capacity, &end, 10);
-
-			if (end != o->capacity + len - 1 || pct == 0 ||
-			    pct > 100) {
-				fprintf(stderr, "kvfs: bad capacity '%s'\n",
-					o->capacity);
-				return -EINVAL;
-			}
-			c->capacity_pct = (unsigned)pct;
-		} else if (kvfs_parse_size(o->capacity, &c->capacity) < 0 ||
-			   c->capacity == 0) {
-			fprintf(stderr, "kvfs: bad capacity '%s'\n",
-				o->capacity);
-			return -EINVAL;
-		}
-	}
+	if (kvfs_config_capacity(c, o) < 0)
+		return -EINVAL;
 	if (c->threads == 0 || c->threads > 256) {
 		fprintf(stderr, "kvfs: threads must be 1..256\n");
 		return -EINVAL;
@@ -584,6 +604,21 @@ static void kvfs_open_err(const char *datadir, const struct kvdb_error *e)
 }
 
 /*
+ * A SIGBUS here is, all but surely, a page of index.db read through its
+ * mapping (-o index_mmap) that the disk could not read, or index.db cut
+ * while mounted: one line says so before the default action ends kvfs.
+ */
+static void kvfs_sigbus(int sig)
+{
+	log_dying("kvfs: fatal: SIGBUS: a mapped page of index.db could not "
+		  "be read (a disk error, or index.db was cut while mounted); "
+		  "kvfs stops. -o index_mmap=0 reads the index with pread(2), "
+		  "which turns such errors into EIO");
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/*
  * Opens the data directory (fs/kvdb): kvfs.lock, so that two daemons never
  * serve one data directory (the lock belongs to the open file, so it is
  * kept across fuse_daemonize's fork), the index (made with root_mode when
@@ -600,9 +635,12 @@ static int kvfs_open(struct fs *fs)
 		.who = "kvfs",
 		.store = &scfg,
 		.root_mode = fs->cfg.root_mode,
+		.index_mmap = fs->cfg.index_mmap,
 	};
 	struct kvdb_error err;
 
+	if (fs->cfg.index_mmap)
+		signal(SIGBUS, kvfs_sigbus);
 	if (kvdb_open(&fs->db, fs->cfg.datadir, &o, &err) < 0) {
 		kvfs_open_err(fs->cfg.datadir, &err);
 		return -1;
@@ -919,6 +957,7 @@ out_args:
 	free(o.max_file_size);
 	free(o.record_max);
 	free(o.dirty_limit);
+	free(o.index_mmap);
 	free(o.root_mode);
 	free(o.io_uring_q_depth);
 	free(o.capacity);

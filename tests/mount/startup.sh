@@ -39,6 +39,7 @@ expect_fail "no arguments" "usage:"
 expect_fail "bad option value" "bad max_file_size" \
 	-o max_file_size=lots "$DATA" "$MNT"
 expect_fail "bad loglevel" "bad loglevel" -o loglevel=loud "$DATA" "$MNT"
+expect_fail "bad index_mmap" "bad index_mmap" -o index_mmap=lots "$DATA" "$MNT"
 expect_fail "two atime modes" "one of noatime, relatime and atime" \
 	-o noatime,atime "$DATA" "$MNT"
 expect_fail "a Ceph option without the tier" "need rados_pool" \
@@ -95,4 +96,18 @@ expect_fail "newer format" "newer than this kvfs" "$NEWER" "$MNT"
 # After all that, a good DATADIR still mounts and keeps its data.
 t_mount "$DATA" "$MNT"
 [ "$(cat "$MNT/file")" = hello ] || t_fail "data lost across the failed starts"
+
+# A SIGBUS (what a disk error in the mapped index gives) ends kvfs with a
+# line that says so; nothing saved is lost.
+pid=${T_PID[$MNT]}
+kill -BUS "$pid"
+{ wait "$pid"; } 2>/dev/null
+unset "T_PID[$MNT]"
+grep -q "fatal: SIGBUS: a mapped page of index.db" "${T_LOG[$MNT]}" ||
+	t_fail "no log line for the SIGBUS"
+fusermount3 -u -z "$MNT" || t_fail "fusermount3 -u -z after the SIGBUS"
+
+# The index read with pread(2) instead of through a mapping.
+t_mount "$DATA" "$MNT" -o index_mmap=0
+[ "$(cat "$MNT/file")" = hello ] || t_fail "data lost across the SIGBUS"
 t_finish
