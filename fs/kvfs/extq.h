@@ -3,8 +3,9 @@
  * The queue of O_DIRECT writes to extent files (extq.c). The kernel holds
  * a FUSE file's inode lock across each WRITE it sends (libfuse 3.14 cannot
  * ask for parallel direct writes; kvfs(7), KERNEL FACTS), so writers of one
- * pool file would reach the disk one at a time. Instead a WRITE inside the
- * file's size is copied, queued and answered at once, and FS_EXTQ_THREADS
+ * pool file would reach the disk one at a time. Instead a WRITE of whole
+ * pages is copied, queued and answered at once (one past the end grows
+ * the backing file first, extent.c), and FS_EXTQ_THREADS
  * threads write the copies to the backing file side by side, as plain
  * O_DIRECT writers would. Writes of one file that overlap are written in
  * the order they came; a read waits for the queued writes it overlaps; a
