@@ -712,40 +712,38 @@ void idx_close(struct idx *idx)
 	free(idx);
 }
 
-int idx_set_durable(struct idx *idx, int durable)
+/* One setting of this connection (a PRAGMA), under idx->lock. */
+static int idx_exec_locked(struct idx *idx, const char *sql)
 {
 	int rc;
 
 	idx_lock(idx);
-	rc = idx_exec(idx, durable ? "PRAGMA synchronous = FULL"
-				   : "PRAGMA synchronous = NORMAL");
+	rc = idx_exec(idx, sql);
 	idx_unlock(idx);
 	return rc;
+}
+
+int idx_set_durable(struct idx *idx, int durable)
+{
+	return idx_exec_locked(idx, durable ? "PRAGMA synchronous = FULL"
+					    : "PRAGMA synchronous = NORMAL");
 }
 
 int idx_set_cache(struct idx *idx, unsigned kib)
 {
 	char sql[64];
-	int rc;
 
 	snprintf(sql, sizeof(sql), "PRAGMA cache_size = -%u", kib);
-	idx_lock(idx);
-	rc = idx_exec(idx, sql);
-	idx_unlock(idx);
-	return rc;
+	return idx_exec_locked(idx, sql);
 }
 
 int idx_set_mmap(struct idx *idx, uint64_t bytes)
 {
 	char sql[64];
-	int rc;
 
 	snprintf(sql, sizeof(sql), "PRAGMA mmap_size = %llu",
 		 (unsigned long long)bytes);
-	idx_lock(idx);
-	rc = idx_exec(idx, sql);
-	idx_unlock(idx);
-	return rc;
+	return idx_exec_locked(idx, sql);
 }
 
 int idx_sync(struct idx *idx)
