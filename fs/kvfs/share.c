@@ -162,6 +162,37 @@ void share_connect(struct share *sh)
 	pthread_cond_broadcast(&sh->cond);
 }
 
+/*
+ * Once the cluster is out of reach, its handle goes (the keeper; it waits
+ * for the calls that hold it, each bounded by rados_timeout). A librados handle left open keeps looking for
+ * its monitors; if a new cluster (another fsid) answers at the same
+ * address with auth none, the handle takes the new cluster's OSD maps as
+ * the next ones of the old and Ceph's Objecter aborts the process
+ * (Objecter.cc "FAILED ceph_assert(e == osdmap->get_epoch())").
+ * share_connect opens a new handle, which reads its maps from scratch.
+ */
+void share_disconnect(struct share *sh)
+{
+	struct rtier *old;
+
+	if (!sh->rt) /* the keeper is the only writer */
+		return;
+	pthread_rwlock_wrlock(&sh->rt_lock);
+	old = atomic_load(&sh->reachable) ? NULL : sh->rt;
+	if (old)
+		sh->rt = NULL;
+	pthread_rwlock_unlock(&sh->rt_lock);
+	if (!old)
+		return;
+	rtier_close(old);
+	if (atomic_exchange(&sh->sweeper, 0))
+		log_info("shared tier: the sweeper lease lapses with the "
+			 "connection");
+	log_info("shared tier: closed the connection to the lost cluster "
+		 "(fsid %s)",
+		 sh->fsid);
+}
+
 /* ---- the put queue ---- */
 
 /* Queues an op; a full queue drops it (counted, logged now and then). */

@@ -146,5 +146,7 @@ void share_forget_all(struct share *sh);
 void share_set_whole(struct share *sh, uint64_t ino, uint64_t t);
 /* Opens a fresh connection and swaps it in (the keeper, first thing). */
 void share_connect(struct share *sh);
+/* Closes the connection once the tier is unreachable (the keeper). */
+void share_disconnect(struct share *sh);
 
 #endif

@@ -243,6 +243,8 @@ static void *share_keeper(void *arg)
 			break;
 		pthread_mutex_unlock(&sh->lock);
 		now = clock_monotonic_ns();
+		if (!atomic_load(&sh->reachable))
+			share_disconnect(sh);
 		if (!atomic_load(&sh->reachable) &&
 		    now - last_try >= c->rados_retry * 1000000000ull) {
 			last_try = now;

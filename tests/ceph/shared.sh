@@ -29,7 +29,11 @@
 #      call bounded to 30 s), kvfs_rados_reachable becomes 0 with one log
 #      line; a new cluster started in the same directory on the same port
 #      is found again within 15 s (kvfs_rados_reachable 1, logged), and a
-#      block stored on A then is seen on B.
+#      block stored on A then is seen on B. Each daemon closes its handle
+#      of the lost cluster (logged) before the new one starts, and the new
+#      cluster's OSD map epoch is taken past the old one's: a handle left
+#      open would read the new maps as the old cluster's next ones and
+#      librados would abort the daemon.
 # Exits 77 (skip) when Ceph is not installed (scripts/setup-deps --ceph).
 #
 # Environment: CEPH_TEST_CLUSTER, KVFS, KVFSCTL, VLLM_IO, LOOKUP_PROBE.
@@ -42,6 +46,7 @@ LP=$LOOKUP_PROBE
 MiB=$((1024 * 1024))
 REF=     # a plain directory holding what A stored (the source bytes)
 BLOCKS=() # the blocks of case 1, relative to the root
+EPOCH0=   # the OSD map epoch before case 6 stops the cluster
 
 # in_both CMD ARGS... (with @ for the root): CMD on REF and on B must
 # print the same (bounded).
@@ -360,6 +365,8 @@ case_6_down() {
 	expect "store: stored" "$LP" store "${MNT[A]}/st/s.bin" $MiB 71
 	kc_sync A
 	expect "access: OK" "$LP" access "${MNT[B]}/st/s.bin"
+	EPOCH0=$(cl_epoch)
+	[ -n "$EPOCH0" ] || fail "6: no OSD map epoch"
 	cl_stop
 	sleep 1.5 # past the entry timeout: names are checked again
 	vllm_verify A
@@ -387,13 +394,33 @@ case_6_down() {
 		log "6: $n: kvfs_rados_reachable 0 (after $s s more)," \
 			"$(grep -F "shared tier unreachable" "$(daemon_log "$n")" |
 				tail -n 1)"
+		closed "$n"
 	done
+}
+
+# closed NAME: NAME's log says, within 30 s, that it closed its handle of
+# the lost cluster. One left open would take the new cluster's OSD maps
+# for the old one's and librados would abort the daemon.
+closed() {
+	local i
+	for i in $(seq 300); do
+		[ "$(notices "$1" "closed the connection to the lost")" -ge 1 ] &&
+			return 0
+		sleep 0.1
+	done
+	t_show "$(daemon_log "$1")" 30
+	fail "6: $1 kept its handle of the lost cluster"
 }
 
 case_6_up() {
 	local n s
 	log "6: a new cluster in the same directory, on the same port"
 	cl_restart --osds 1
+	# Its OSD map epoch past the old one's (the daemons' last): a handle
+	# of the old cluster still open would abort the daemon now.
+	cl_epoch_past "$EPOCH0"
+	log "6: the new cluster's OSD map epoch is $(cl_epoch), the old" \
+		"one's was $EPOCH0"
 	for n in A B; do
 		s=$(wait_metric "$n" rados_reachable 1 15) || exit 1
 		[ "$(notices "$n" "shared tier reachable again")" -ge 1 ] || {

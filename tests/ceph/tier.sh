@@ -111,6 +111,27 @@ cl_restart() {
 	cl_start --port "$port" "$@"
 }
 
+# cl_epoch: prints the cluster's OSD map epoch.
+cl_epoch() {
+	timeout -k 5 30 ceph -c "$CONF" osd dump 2>/dev/null |
+		sed -n 's/^epoch \([0-9][0-9]*\)$/\1/p'
+}
+
+# cl_epoch_past E: OSD map changes (noout set and unset) until the epoch is
+# past E, the way a long-lived cluster's is.
+cl_epoch_past() {
+	local e i
+	for i in $(seq 100); do
+		e=$(cl_epoch)
+		[ -n "$e" ] || fail "no OSD map epoch from the cluster"
+		[ "$e" -gt "$1" ] && return 0
+		timeout -k 5 30 ceph -c "$CONF" osd set noout >/dev/null 2>&1 &&
+			timeout -k 5 30 ceph -c "$CONF" osd unset noout \
+				>/dev/null 2>&1 || fail "ceph osd set/unset noout"
+	done
+	fail "the OSD map epoch stays at $e (wanted past $1)"
+}
+
 # r ARGS...: the rados tool on the pool, bounded; its output in OUT.
 r() {
 	OUT=$(timeout -k 5 60 rados -c "$CONF" -p "$POOL" "$@" 2>&1)
