@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libfuse 3.14 and >= 3.18 (fuse_compat.h): the io_uring transport's
- * options, checks and INIT.
+ * options, checks and INIT, and parallel lookups with libfuse 3.14.
  */
 #include "fuse_compat.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fuse.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,9 +106,17 @@ void fuse_compat_init(struct fuse_conn_info *conn, int uring)
 	if (uring)
 		conn->no_interrupt = 1;
 #else
-	(void)conn;
 	(void)uring;
 #endif
+	/*
+	 * LOOKUPs and READDIRs of one directory at once (libfuse < 3.17.1
+	 * drops the flag: fuse_compat_parallel_dirops adds it to the reply).
+	 */
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	else
+		log_warn("the kernel does not offer FUSE_PARALLEL_DIROPS: "
+			 "lookups in one directory run one at a time");
 }
 
 int fuse_compat_ring_threads(void)
@@ -256,3 +267,79 @@ void fuse_compat_reply_staged(fuse_req_t req, size_t len)
 	fuse_reply_err(req, EIO);
 #endif
 }
+
+#ifdef KVFS_FUSE_URING
+int fuse_compat_parallel_dirops(struct fuse_session *se)
+{
+	(void)se;
+	return 0; /* libfuse passes what fuse_compat_init asks for */
+}
+#else
+/*
+ * FUSE_PARALLEL_DIROPS with libfuse < 3.17.1, which never puts it in its
+ * INIT reply (want or not): the session's reads and writes go through
+ * these two hooks. The read hook notes the INIT request's id when the
+ * kernel offers the flag; the write hook adds the flag to the reply with
+ * that id. Nothing else is touched: every other request and reply passes
+ * through as read(2) and writev(2) would pass it.
+ */
+static _Atomic uint64_t compat_init_id;	  /* INIT's unique, until replied */
+static atomic_int compat_parallel_dirops; /* INIT's reply carried it */
+
+static ssize_t compat_read(int fd, void *buf, size_t len, void *userdata)
+{
+	const size_t need = sizeof(struct fuse_in_header) +
+			    offsetof(struct fuse_init_in, flags) +
+			    sizeof(uint32_t);
+	struct fuse_in_header h;
+	ssize_t n = read(fd, buf, len);
+	uint32_t flags;
+
+	(void)userdata;
+	if (n < (ssize_t)need || atomic_load(&compat_parallel_dirops))
+		return n;
+	memcpy(&h, buf, sizeof(h));
+	if (h.opcode != FUSE_INIT)
+		return n;
+	memcpy(&flags,
+	       (char *)buf + sizeof(h) + offsetof(struct fuse_init_in, flags),
+	       sizeof(flags));
+	if (flags & FUSE_PARALLEL_DIROPS)
+		atomic_store(&compat_init_id, h.unique);
+	return n;
+}
+
+static ssize_t compat_writev(int fd, struct iovec *iov, int count,
+			     void *userdata)
+{
+	const size_t at = offsetof(struct fuse_init_out, flags);
+	uint64_t id = atomic_load(&compat_init_id);
+	struct fuse_out_header h;
+	uint32_t flags;
+
+	(void)userdata;
+	if (id && count >= 2 && iov[0].iov_len == sizeof(h) &&
+	    iov[1].iov_len >= at + sizeof(flags)) {
+		memcpy(&h, iov[0].iov_base, sizeof(h));
+		if (h.unique == id && h.error == 0) {
+			memcpy(&flags, (char *)iov[1].iov_base + at,
+			       sizeof(flags));
+			flags |= FUSE_PARALLEL_DIROPS;
+			memcpy((char *)iov[1].iov_base + at, &flags,
+			       sizeof(flags));
+			atomic_store(&compat_init_id, 0);
+			atomic_store(&compat_parallel_dirops, 1);
+		}
+	}
+	return writev(fd, iov, count);
+}
+
+int fuse_compat_parallel_dirops(struct fuse_session *se)
+{
+	static const struct fuse_custom_io io = {.read = compat_read,
+						 .writev = compat_writev};
+	int rc = fuse_session_custom_io(se, &io, fuse_session_fd(se));
+
+	return rc < 0 ? rc : 0;
+}
+#endif

@@ -52,6 +52,16 @@ int fuse_compat_uring_args(struct fuse_args *args, unsigned q_depth);
  */
 void fuse_compat_init(struct fuse_conn_info *conn, int uring);
 /*
+ * Lets the kernel send LOOKUPs and READDIRs of one directory at once
+ * (FUSE_PARALLEL_DIROPS, when it offers it): without, it sends one at a
+ * time per directory, and a flat directory's cold lookups wait in line.
+ * libfuse >= 3.17.1 passes the flag fuse_compat_init asks for; with an
+ * older one this installs read and write hooks on se's /dev/fuse
+ * descriptor (fuse_session_custom_io) that add it to the INIT reply. Call
+ * it after fuse_session_mount(). 0 or -errno.
+ */
+int fuse_compat_parallel_dirops(struct fuse_session *se);
+/*
  * Serves the kernel's first request, INIT, on the calling thread before
  * the loop starts; with uring, libfuse starts its rings while serving it,
  * and this then checks that ring threads run. Returns 0 when served as

@@ -893,6 +893,9 @@ static int kvfs_mount(struct fs *fs, struct fuse_args *args,
 		goto out_session;
 	if (fuse_session_mount(fs->se, co->mountpoint) != 0)
 		goto out_signals;
+	if (fuse_compat_parallel_dirops(fs->se) < 0)
+		log_warn("cannot hook /dev/fuse's INIT reply: lookups in one "
+			 "directory run one at a time");
 	if (fuse_daemonize(co->foreground) != 0) {
 		ret = 1;
 		kvfs_stop_threads(fs);

@@ -8,13 +8,14 @@
 # fallocate(1) reservations, punched holes and zeroed ranges (the blocks
 # they take, roughly), a worker's pool file (fallocate, unlinked while
 # open, O_DIRECT 1 MiB writes and reads from 4 processes at once), a
-# saved record growing into an extent file. Then on kvfs alone: the
-# bytes survive a remount; a kill -9 loses no saved byte and leaves no
-# extent file behind; a cut backing file is dropped (EIO, then gone; fsck
-# names it first); a rename survives an index rebuild; gc and fsck
-# agree; a full disk (a small loop-mounted ext4) gives ENOSPC and loses
-# nothing; (fault injection) a writer reads its still-queued writes back
-# before close, and a queued write that fails reaches it as EIO.
+# saved record growing into an extent file, a write past the largest file
+# the data directory's file system holds (EFBIG on ext4). Then on kvfs
+# alone: the bytes survive a remount; a kill -9 loses no saved byte and
+# leaves no extent file behind; a cut backing file is dropped (EIO, then
+# gone; fsck names it first); a rename survives an index rebuild; gc and
+# fsck agree; a full disk (a small loop-mounted ext4) gives ENOSPC and
+# loses nothing; (fault injection) a writer reads its still-queued writes
+# back before close, and a queued write that fails reaches it as EIO.
 . "$(dirname "$0")/lib.sh"
 
 T_NEEDS=
@@ -118,6 +119,23 @@ steps() {
 		t_fail "grow"
 	dd if="$SRC/piece" bs=1M count=40 status=none >>"$d/grow" ||
 		t_fail "append"
+	stat -c 'size %s' "$d/grow"
+	md5sum <"$d/grow" | cut -c1-32
+
+	echo "== past the largest file"
+	# 1 MiB with O_DIRECT at 17 TiB, past ext4's largest file: kvfs's
+	# backing file cannot grow there either, and the writer must hear
+	# what it hears on the plain directory, the file keeping its bytes.
+	python3 - "$d/grow" <<'PY'
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_DIRECT)
+try:
+    os.pwrite(fd, mmap.mmap(-1, 1 << 20), 17 << 40)
+    print("write at 17 TiB: done")
+except OSError as e:
+    print("write at 17 TiB:", e.strerror)
+os.close(fd)
+PY
 	stat -c 'size %s' "$d/grow"
 	md5sum <"$d/grow" | cut -c1-32
 }

@@ -7,6 +7,8 @@
 #    the name cached; the data stays in the store (a remount, which starts
 #    with an empty verdict cache, reads it back byte-exact); storing the
 #    name again heals it;
+#  - lookups of several names in one directory reach the daemon at once
+#    (the kernel does not queue them behind each other);
 #  - a lookup interrupted by a signal, and a client killed while its lookup
 #    is parked, leave the daemon healthy.
 # The reference run (plain directory) checks the client program and the
@@ -96,6 +98,32 @@ expect "$LP" access "$K" = "access: OK"
 expect "$LP" load "$K" $BLK 2 = "load: match"
 [ "$(kv_stat quarantined)" -eq 0 ] || t_fail "heal left a quarantine behind"
 t_log "storing the name again healed it"
+
+# Lookups of several names in one directory reach the daemon at once
+# (FUSE_PARALLEL_DIROPS, which kvfs adds to libfuse 3.14's INIT reply):
+# with every probe slowed down, the first absent name is probed alone and
+# the three looked up meanwhile together. Without the flag the kernel
+# sends them one at a time: four probes.
+expect "$LP" setxattr "$T_MNT" user.kvfs.fault.probe_delay_ms 1000 = \
+	"setxattr: OK"
+p0=$(kv_stat lookup_probes_total)
+k0=$(kv_stat lookup_batched_keys_total)
+pids=()
+for i in 1 2 3 4; do
+	"$LP" access "$LEAF/par$i.bin" >"$T_TMP/par$i.out" &
+	pids+=($!)
+done
+for i in 1 2 3 4; do
+	wait "${pids[$((i - 1))]}" # exit status 1: the name is absent
+	[ "$(cat "$T_TMP/par$i.out")" = "access: ENOENT" ] ||
+		t_fail "access par$i.bin: $(cat "$T_TMP/par$i.out")"
+done
+p=$(($(kv_stat lookup_probes_total) - p0))
+k=$(($(kv_stat lookup_batched_keys_total) - k0))
+[ "$k" -eq 4 ] && [ "$p" -lt "$k" ] ||
+	t_fail "4 concurrent lookups in one directory: $k names in $p" \
+		"probes (the kernel sent them one at a time)"
+t_log "4 concurrent lookups in one directory: $k names in $p probes"
 
 # A parked lookup interrupted by a signal.
 expect "$LP" setxattr "$T_MNT" user.kvfs.fault.probe_delay_ms 1500 = \
