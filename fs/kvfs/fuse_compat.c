@@ -278,13 +278,14 @@ int fuse_compat_parallel_dirops(struct fuse_session *se)
 /*
  * FUSE_PARALLEL_DIROPS with libfuse < 3.17.1, which never puts it in its
  * INIT reply (want or not): the session's reads and writes go through
- * these two hooks. The read hook notes the INIT request's id when the
- * kernel offers the flag; the write hook adds the flag to the reply with
- * that id. Nothing else is touched: every other request and reply passes
- * through as read(2) and writev(2) would pass it.
+ * these two hooks. The kernel sends INIT first and nothing else until it
+ * is answered: the read hook looks at the first request only and notes
+ * its id when it is INIT and offers the flag; the write hook adds the
+ * flag to the reply with that id. Nothing else is touched: every other
+ * request and reply passes through as read(2) and writev(2) would pass it.
  */
-static _Atomic uint64_t compat_init_id;	  /* INIT's unique, until replied */
-static atomic_int compat_parallel_dirops; /* INIT's reply carried it */
+static atomic_int compat_first_read;	/* the first request was looked at */
+static _Atomic uint64_t compat_init_id; /* INIT's unique, until replied */
 
 static ssize_t compat_read(int fd, void *buf, size_t len, void *userdata)
 {
@@ -296,7 +297,9 @@ static ssize_t compat_read(int fd, void *buf, size_t len, void *userdata)
 	uint32_t flags;
 
 	(void)userdata;
-	if (n < (ssize_t)need || atomic_load(&compat_parallel_dirops))
+	if (n <= 0 ||
+	    atomic_load_explicit(&compat_first_read, memory_order_relaxed) ||
+	    atomic_exchange(&compat_first_read, 1) || n < (ssize_t)need)
 		return n;
 	memcpy(&h, buf, sizeof(h));
 	if (h.opcode != FUSE_INIT)
@@ -328,7 +331,6 @@ static ssize_t compat_writev(int fd, struct iovec *iov, int count,
 			memcpy((char *)iov[1].iov_base + at, &flags,
 			       sizeof(flags));
 			atomic_store(&compat_init_id, 0);
-			atomic_store(&compat_parallel_dirops, 1);
 		}
 	}
 	return writev(fd, iov, count);

@@ -15,9 +15,11 @@
  * (before mounting, and once INIT is served) and refuses to run on the
  * classic transport when io_uring was asked for.
  *
- * Threads: fuse_compat_uring_check() and fuse_compat_serve_init() on the
- * main thread before the session loop; fuse_compat_init() in the init
- * callback; fuse_compat_req_in_ring() on any thread.
+ * Threads: fuse_compat_uring_check(), fuse_compat_serve_init() and
+ * fuse_compat_parallel_dirops() on the main thread before the session
+ * loop (the hooks it installs then run on every thread that reads or
+ * replies on /dev/fuse); fuse_compat_init() in the init callback;
+ * fuse_compat_req_in_ring() on any thread.
  */
 #ifndef KVFS_FUSE_COMPAT_H
 #define KVFS_FUSE_COMPAT_H

@@ -114,7 +114,7 @@ void share_connect(struct share *sh)
 				  .ns = c->rados_ns,
 				  .id = c->rados_id,
 				  .timeout_s = c->rados_timeout};
-	struct rtier *rt, *old;
+	struct rtier *rt;
 	char err[256] = "", fsid[64] = "";
 	uint64_t quota = 0;
 	int r;
@@ -145,13 +145,11 @@ void share_connect(struct share *sh)
 		share_forget_all(sh);
 	}
 	snprintf(sh->fsid, sizeof(sh->fsid), "%s", fsid);
+	/* Called while unreachable, after share_disconnect: no sh->rt. */
 	pthread_rwlock_wrlock(&sh->rt_lock);
-	old = sh->rt;
 	sh->rt = rt;
 	atomic_store(&sh->reachable, 1);
 	pthread_rwlock_unlock(&sh->rt_lock);
-	if (old)
-		rtier_close(old);
 	log_info("shared tier %s: pool %s%s%s, capacity %llu bytes",
 		 sh->connected_once ? "reachable again" : "connected",
 		 c->rados_pool, c->rados_ns ? ", namespace " : "",
@@ -164,12 +162,13 @@ void share_connect(struct share *sh)
 
 /*
  * Once the cluster is out of reach, its handle goes (the keeper; it waits
- * for the calls that hold it, each bounded by rados_timeout). A librados handle left open keeps looking for
- * its monitors; if a new cluster (another fsid) answers at the same
- * address with auth none, the handle takes the new cluster's OSD maps as
- * the next ones of the old and Ceph's Objecter aborts the process
- * (Objecter.cc "FAILED ceph_assert(e == osdmap->get_epoch())").
- * share_connect opens a new handle, which reads its maps from scratch.
+ * for the calls that hold it, each bounded by rados_timeout). A librados
+ * handle left open keeps looking for its monitors; if a new cluster
+ * (another fsid) answers at the same address with auth none, the handle
+ * takes the new cluster's OSD maps as the next ones of the old and Ceph's
+ * Objecter aborts the process (Objecter.cc "FAILED ceph_assert(e ==
+ * osdmap->get_epoch())"). share_connect opens a new handle, which reads
+ * its maps from scratch.
  */
 void share_disconnect(struct share *sh)
 {

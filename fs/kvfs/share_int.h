@@ -144,7 +144,10 @@ void share_queue_clear(struct share *sh);
 void share_forget_all(struct share *sh);
 /* Directory ino's names in RADOS were all local at t. */
 void share_set_whole(struct share *sh, uint64_t ino, uint64_t t);
-/* Opens a fresh connection and swaps it in (the keeper, first thing). */
+/*
+ * Opens a fresh connection and puts it in (the keeper: first thing, and
+ * while unreachable, once share_disconnect closed the lost one).
+ */
 void share_connect(struct share *sh);
 /* Closes the connection once the tier is unreachable (the keeper). */
 void share_disconnect(struct share *sh);
