@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Extent files (extfile.h): one backing file per large file under
- * DATADIR/extents/, a record header (record.h, type STORE_REC_EXTENT) and
- * then the file's bytes at their own offsets. Reads and writes go through
+ * DATADIR/extents/ that holds the file's bytes at their own offsets, and
+ * beside it a header file (record.h, type STORE_REC_EXTENT); files made
+ * before version 0.13 hold the header themselves, before the bytes. Reads and writes go through
  * the store's I/O table (io_uring by default, a fake in tests); the calls
  * that change the backing file's shape (ftruncate, fallocate) are plain
  * system calls. Not here: which files are extent files, the index.
@@ -32,11 +33,17 @@
 /* How far behind a streaming writer its written pages are dropped. */
 #define EXTF_DROP_LAG (8ull << 20)
 
-int extf_name(char *buf, size_t len, uint64_t ino)
+/* "INO" and suffix into buf: 0 or -ENAMETOOLONG. */
+static int extf_name_as(char *buf, size_t len, uint64_t ino, const char *suffix)
 {
-	int n = snprintf(buf, len, "%" PRIu64 ".kvx", ino);
+	int n = snprintf(buf, len, "%" PRIu64 "%s", ino, suffix);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int extf_name(char *buf, size_t len, uint64_t ino)
+{
+	return extf_name_as(buf, len, ino, ".kvx");
 }
 
 int extf_parse_name(const char *name, uint64_t *ino)
@@ -80,16 +87,23 @@ static void extf_open_direct(int dirfd, uint64_t ino, struct extf *x)
 		x->dfd = -1;
 }
 
-/* Opens ino's extent file in the directory at dirfd with flags. */
-static int extf_openat(int dirfd, uint64_t ino, int flags)
+/* Opens ino's file with suffix in the directory at dirfd with flags. */
+static int extf_openat_as(int dirfd, uint64_t ino, const char *suffix,
+			  int flags)
 {
 	char name[EXTF_NAME_MAX];
 	int fd;
 
-	if (extf_name(name, sizeof(name), ino) < 0)
+	if (extf_name_as(name, sizeof(name), ino, suffix) < 0)
 		return -ENAMETOOLONG;
 	fd = openat(dirfd, name, flags | O_CLOEXEC, 0600);
 	return fd < 0 ? -errno : fd;
+}
+
+/* Opens ino's extent file in the directory at dirfd with flags. */
+static int extf_openat(int dirfd, uint64_t ino, int flags)
+{
+	return extf_openat_as(dirfd, ino, ".kvx", flags);
 }
 
 int extf_create(int dirfd, const struct store_io_ops *ops, uint64_t ino,
@@ -97,79 +111,110 @@ int extf_create(int dirfd, const struct store_io_ops *ops, uint64_t ino,
 {
 	size_t plen = strnlen(path, STORE_PATH_MAX);
 	uint32_t hlen = store_hdr_len(0, plen);
+	struct extf h = EXTF_NONE;
 	void *hdr = NULL;
 	int fd, rc;
 
 	x->fd = x->dfd = -1;
+	/*
+	 * The bytes' file first: one left without its header file (a crash
+	 * in between) is an extent file no index points at, which the next
+	 * start removes; a header file is never left alone (extf_remove).
+	 */
 	fd = extf_openat(dirfd, ino, O_RDWR | O_CREAT | O_TRUNC);
 	if (fd < 0)
 		return fd;
-	if (posix_memalign(&hdr, KV_ALIGN, hlen) != 0) {
+	h.fd = extf_openat_as(dirfd, ino, EXTF_HDR_SUFFIX,
+			      O_WRONLY | O_CREAT | O_TRUNC);
+	rc = h.fd < 0 ? h.fd : 0;
+	if (rc == 0 && posix_memalign(&hdr, KV_ALIGN, hlen) != 0)
 		rc = -ENOMEM;
-		goto fail;
+	if (rc == 0) {
+		store_hdr_encode(hdr, STORE_REC_EXTENT, seq, ino, 0, NULL, path,
+				 plen);
+		h.hdr_len = 0;
+		rc = extf_write(ops, &h, hdr, hlen, 0, 0);
 	}
-	store_hdr_encode(hdr, STORE_REC_EXTENT, seq, ino, 0, NULL, path, plen);
-	x->fd = fd;
-	x->hdr_len = 0; /* the header goes at the backing file's offset 0 */
-	rc = extf_write(ops, x, hdr, hlen, 0, 0);
 	/*
 	 * The header is what tells a rebuilt index that this file is ino's:
 	 * durable before the index points at the file.
 	 */
 	if (rc == 0)
-		rc = ops->sync(ops->ctx, fd);
+		rc = ops->sync(ops->ctx, h.fd);
 	free(hdr);
+	extf_close(&h);
 	if (rc < 0)
 		goto fail;
-	x->hdr_len = hlen;
+	x->fd = fd;
+	x->hdr_len = 0;
 	extf_open_direct(dirfd, ino, x);
 	return 0;
 fail:
 	close(fd);
 	extf_remove(dirfd, ino);
-	x->fd = -1;
 	return rc;
 }
 
-int extf_read_hdr(int fd, struct extf_info *info)
+/* Decodes the extent header at the start of the file at fd into *h. */
+static int extf_decode(int fd, unsigned char *small, size_t room,
+		       unsigned char **buf, struct store_hdr *h)
+{
+	ssize_t got = pread(fd, small, room, 0);
+	int rc;
+
+	*buf = small;
+	if (got < 0)
+		return -errno;
+	rc = store_hdr_decode(small, (size_t)got, h);
+	if (rc == -EAGAIN && h->hdr_len <= RECORD_HDR_MAX) {
+		*buf = malloc(h->hdr_len);
+		if (!*buf)
+			return -ENOMEM;
+		got = pread(fd, *buf, h->hdr_len, 0);
+		rc = got < 0 ? -errno : store_hdr_decode(*buf, (size_t)got, h);
+	}
+	if (rc == 0 && (h->type != STORE_REC_EXTENT || h->path_len >= 4097))
+		rc = -EINVAL;
+	return rc == -EAGAIN ? -EINVAL : rc; /* -EAGAIN: cut in its header */
+}
+
+int extf_read_hdr(int dirfd, uint64_t ino, struct extf_info *info)
 {
 	unsigned char small[KV_ALIGN], *buf = small;
 	struct store_hdr h;
+	uint32_t hlen = 0;
 	struct stat st;
-	ssize_t got;
-	int rc;
+	int fd, hfd, rc;
 
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	got = pread(fd, buf, sizeof(small), 0);
-	if (got < 0)
-		return -errno;
-	rc = store_hdr_decode(buf, (size_t)got, &h);
-	if (rc == -EAGAIN && h.hdr_len <= RECORD_HDR_MAX) {
-		buf = malloc(h.hdr_len);
-		if (!buf)
-			return -ENOMEM;
-		got = pread(fd, buf, h.hdr_len, 0);
-		rc = got < 0 ? -errno : store_hdr_decode(buf, (size_t)got, &h);
-	}
-	if (rc == 0 && (h.type != STORE_REC_EXTENT || h.path_len >= 4097))
-		rc = -EINVAL;
+	fd = extf_openat(dirfd, ino, O_RDONLY);
+	if (fd < 0)
+		return fd;
+	hfd = extf_openat_as(dirfd, ino, EXTF_HDR_SUFFIX, O_RDONLY);
+	rc = hfd == -ENOENT ? 0 : hfd < 0 ? hfd : 0;
+	if (rc == 0 && fstat(fd, &st) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = extf_decode(hfd >= 0 ? hfd : fd, small, sizeof(small),
+				 &buf, &h);
+	/* Without a header file: the older shape, the header first. */
+	if (rc == 0 && hfd < 0)
+		hlen = h.hdr_len;
 	if (rc == 0) {
 		info->ino = h.ino;
 		info->seq = h.seq;
-		info->size = (uint64_t)st.st_size > h.hdr_len
-				     ? (uint64_t)st.st_size - h.hdr_len
+		info->size = (uint64_t)st.st_size > hlen
+				     ? (uint64_t)st.st_size - hlen
 				     : 0;
 		info->blocks = (uint64_t)st.st_blocks;
 		memcpy(info->path, h.path, h.path_len);
 		info->path[h.path_len] = '\0';
+		rc = (int)hlen;
 	}
-	if (rc == -EAGAIN)
-		rc = -EINVAL; /* cut inside its header */
-	if (rc == 0)
-		rc = (int)h.hdr_len;
 	if (buf != small)
 		free(buf);
+	if (hfd >= 0)
+		close(hfd);
+	close(fd);
 	return rc;
 }
 
@@ -182,7 +227,7 @@ int extf_open(int dirfd, uint64_t ino, struct extf *x)
 	if (!info)
 		return -ENOMEM;
 	fd = extf_openat(dirfd, ino, O_RDWR);
-	rc = fd < 0 ? fd : extf_read_hdr(fd, info);
+	rc = fd < 0 ? fd : extf_read_hdr(dirfd, ino, info);
 	if (rc >= 0 && info->ino != ino)
 		rc = -EINVAL;
 	if (rc >= 0) {
@@ -210,8 +255,15 @@ int extf_remove(int dirfd, uint64_t ino)
 {
 	char name[EXTF_NAME_MAX];
 
-	if (extf_name(name, sizeof(name), ino) < 0)
+	/*
+	 * The header file first: a crash in between leaves bytes without a
+	 * header, which no index points at and the next start removes.
+	 */
+	if (extf_name_as(name, sizeof(name), ino, EXTF_HDR_SUFFIX) < 0)
 		return -ENAMETOOLONG;
+	if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+		return -errno;
+	extf_name(name, sizeof(name), ino);
 	if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
 		return -errno;
 	return 0;
@@ -338,8 +390,12 @@ int extf_blocks_at(int dirfd, uint64_t ino, uint64_t *blocks)
 	uint64_t hdr = KV_ALIGN / 512;
 	struct stat st;
 
-	if (extf_name(name, sizeof(name), ino) < 0)
+	/* With a header file of its own, every block is the file's. */
+	if (extf_name_as(name, sizeof(name), ino, EXTF_HDR_SUFFIX) < 0)
 		return -ENAMETOOLONG;
+	if (fstatat(dirfd, name, &st, 0) == 0)
+		hdr = 0;
+	extf_name(name, sizeof(name), ino);
 	if (fstatat(dirfd, name, &st, 0) < 0)
 		return -errno;
 	*blocks =

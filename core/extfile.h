@@ -3,9 +3,13 @@
  * Extent files: the second shape of a regular file's bytes (kvfs(5)). A
  * file larger than record_max, or grown past it while being written, is
  * not one record in a shared data file but a file of its own,
- * DATADIR/extents/INO.kvx: a record header of type STORE_REC_EXTENT (the
- * inode, a sequence number and the path when it was made, no payload),
- * then the file's bytes at their own offsets, hdr_len bytes on. Holes are
+ * DATADIR/extents/INO.kvx, that holds the file's bytes at their own
+ * offsets, and beside it INO.kvh, a record header of type
+ * STORE_REC_EXTENT (the inode, a sequence number and the path when it was
+ * made, no payload): the kernel can then serve the file's I/O from the
+ * backing file itself (FUSE passthrough, kvfs(7)). An extent file made
+ * before version 0.13 has no INO.kvh: its header comes first and its
+ * bytes hdr_len bytes on; both shapes are read and written. Holes are
  * holes of the backing file and read as zeros; writes land in place while
  * the file is being written. Not here: which files take this shape and
  * when (fs/kvfs/fileio.c), the index row that points at one.
@@ -25,6 +29,8 @@
 
 /* The directory under DATADIR that holds extent files. */
 #define EXTF_DIR "extents"
+/* The header file beside INO.kvx. */
+#define EXTF_HDR_SUFFIX ".kvh"
 /* Bytes a buffer for an extent file name needs. */
 #define EXTF_NAME_MAX 32u
 
@@ -65,8 +71,9 @@ int extf_dir_open(const char *datadir, int create);
 
 /*
  * Makes the extent file of ino (replacing one left by an earlier life of
- * the inode), writes and syncs its header (seq, path) and opens it
- * read-write into *x. An empty file: extf_truncate() gives it a size.
+ * the inode), writes and syncs its header file (seq, path) and opens it
+ * read-write into *x, hdr_len 0. An empty file: extf_truncate() gives it
+ * a size.
  */
 int extf_create(int dirfd, const struct store_io_ops *ops, uint64_t ino,
 		uint64_t seq, const char *path, struct extf *x);
@@ -75,10 +82,15 @@ int extf_create(int dirfd, const struct store_io_ops *ops, uint64_t ino,
  * there is none, -EINVAL when the header is not ino's.
  */
 int extf_open(int dirfd, uint64_t ino, struct extf *x);
-/* Reads the header of the extent file open at fd into *info. */
-int extf_read_hdr(int fd, struct extf_info *info);
+/*
+ * Reads the header of ino's extent file in the directory at dirfd into
+ * *info: the header file's, or without one the file's own. Returns the
+ * offset of the file's byte 0 in INO.kvx (0 with a header file), or
+ * -errno (-ENOENT: no INO.kvx; -EINVAL: no valid extent header).
+ */
+int extf_read_hdr(int dirfd, uint64_t ino, struct extf_info *info);
 void extf_close(struct extf *x);
-/* Removes ino's extent file: 0, also when it was gone. */
+/* Removes ino's extent file and header file: 0, also when gone. */
 int extf_remove(int dirfd, uint64_t ino);
 
 /*
@@ -103,7 +115,7 @@ int extf_read(const struct store_io_ops *ops, const struct extf *x, void *buf,
 /* The file's size, from the backing file's: -ENODATA when it is cut short. */
 int extf_size(const struct extf *x, uint64_t *size, uint64_t *blocks);
 /*
- * The 512-byte blocks ino's extent file takes beyond its header page: its
+ * The 512-byte blocks ino's extent file takes beyond its header: its
  * st_blocks, holes not counted. 0 or -errno.
  */
 int extf_blocks_at(int dirfd, uint64_t ino, uint64_t *blocks);

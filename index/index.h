@@ -35,7 +35,7 @@
  * version 2, version 4 the device number (rdev) of special files to version
  * 3; schema.c lists the versions.
  */
-#define IDX_FORMAT_VERSION 4
+#define IDX_FORMAT_VERSION 5
 /* PRAGMA application_id that marks a kvfs database ("KVFS"). */
 #define IDX_APPLICATION_ID 0x4b564653
 #define IDX_NAME_MAX 255

@@ -20,18 +20,22 @@
  *   4  version 3 plus inodes.rdev: the device number of character and
  *      block device nodes, which kvfs makes since this version (with
  *      FIFOs and sockets, and hard links: several dentries per file).
+ *   5  version 4 whose extent files may keep their header in a file of
+ *      its own beside bytes at their own offsets (core/extfile.h). The
+ *      tables are the same; a release that knows only version 4 would
+ *      find no header in such a file and drop it, so it must refuse.
  *
- * idx_open() creates a new index at version 4, upgrades a version-1, -2
- * or -3 index to 4 in one transaction (creating horizons when it is
- * missing, adding the rdev column; every other table is left as it is)
- * and logs one line saying so, and refuses a version above 4 with
+ * idx_open() creates a new index at version 5, upgrades a version-1 to -4
+ * index to 5 in one transaction (creating horizons when it is missing,
+ * adding the rdev column; every other table is left as it is) and logs
+ * one line saying so, and refuses a version above 5 with
  * -EPROTONOSUPPORT. A version below 1, or a
  * version whose tables are missing, is not a kvfs database (-EMEDIUMTYPE).
  *
- * Layout, format version 4:
+ * Layout, format version 5:
  *
  *   PRAGMA application_id = 0x4b564653 ("KVFS")
- *   PRAGMA user_version   = 4 (IDX_FORMAT_VERSION)
+ *   PRAGMA user_version   = 5 (IDX_FORMAT_VERSION)
  *
  *   inodes      one row per inode, orphans (nlink 0) included
  *     ino       INTEGER PRIMARY KEY AUTOINCREMENT: never reused, root is 1
@@ -305,7 +309,8 @@ int idx_upgrade_schema(struct idx *idx)
 		 IDX_FORMAT_VERSION);
 	/*
 	 * 1 -> 2: the horizons table, which version 1 made on first use;
-	 * 2 -> 3: nothing but the number; 3 -> 4: the rdev column.
+	 * 2 -> 3: nothing but the number; 3 -> 4: the rdev column; 4 -> 5:
+	 * nothing but the number.
 	 */
 	if (!rc && ver < 2)
 		rc = idx_exec(idx, IDX_HORIZONS_SQL);

@@ -773,18 +773,14 @@ static int check_list_extents(struct check *c)
 	while (rc == 0 && (de = readdir(d)) != NULL) {
 		struct check_finding f = {.kind = CHECK_UNREFERENCED,
 					  .chunk = -1};
-		int xfd;
 
 		if (extf_parse_name(de->d_name, &f.ino) < 0 ||
 		    check_names_extent(c, f.ino))
 			continue;
-		xfd = openat(fd, de->d_name, O_RDONLY | O_CLOEXEC);
-		if (xfd >= 0 && extf_read_hdr(xfd, info) >= 0) {
+		if (extf_read_hdr(fd, f.ino, info) >= 0) {
 			f.path = strdup(info->path);
 			f.bytes = info->blocks * 512;
 		}
-		if (xfd >= 0)
-			close(xfd);
 		c->res->sum.unreferenced++;
 		c->res->sum.unreferenced_bytes += f.bytes;
 		rc = check_add(c->res, &f);

@@ -143,16 +143,13 @@ static int compact_name_live_extent(struct compact *g, uint64_t ino,
 				    uint64_t seq)
 {
 	struct extf_info *info = malloc(sizeof(*info));
-	struct extf x = EXTF_NONE;
 	int rc;
 
 	if (!info)
 		return -ENOMEM;
-	rc = g->db->ext_fd < 0 ? -ENOENT : extf_open(g->db->ext_fd, ino, &x);
-	if (rc == 0)
-		rc = extf_read_hdr(x.fd, info);
-	rc = rc < 0 ? 1 : seq > info->seq;
-	extf_close(&x);
+	rc = g->db->ext_fd < 0 ? -ENOENT
+			       : extf_read_hdr(g->db->ext_fd, ino, info);
+	rc = rc < 0 || info->ino != ino ? 1 : seq > info->seq;
 	free(info);
 	return rc;
 }

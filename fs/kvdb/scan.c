@@ -160,14 +160,11 @@ int kvdb_scan_extents(struct kvdb *db, struct kvdb_scan *s)
 	}
 	while (rc == 0 && (de = readdir(d)) != NULL) {
 		uint64_t ino;
-		int xfd, hlen;
+		int hlen;
 
 		if (extf_parse_name(de->d_name, &ino) < 0)
 			continue;
-		xfd = openat(fd, de->d_name, O_RDONLY | O_CLOEXEC);
-		hlen = xfd < 0 ? -errno : extf_read_hdr(xfd, info);
-		if (xfd >= 0)
-			close(xfd);
+		hlen = extf_read_hdr(fd, ino, info);
 		if (hlen < 0 || info->ino != ino)
 			continue;
 		if (kvdb_grow((void **)&s->recs, &s->cap, s->nrecs,

@@ -215,6 +215,8 @@ static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 			    atomic_load(&fs->ext_write_bytes));
 	ctlproto_metric_put(t, CTLPROTO_M_EXTENT_READ_BYTES,
 			    atomic_load(&fs->ext_read_bytes));
+	ctlproto_metric_put(t, CTLPROTO_M_PASSTHROUGH_OPENS,
+			    atomic_load(&fs->pt_opens));
 	fs_ctl_share_stats(fs, t);
 }
 

@@ -17,6 +17,8 @@
 #include "extq.h"
 #include "filebuf.h"
 #include "fs.h"
+#include "fuse_compat.h"
+#include "log.h"
 #include "node.h"
 #include "wb.h"
 
@@ -355,6 +357,7 @@ int fs_ext_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
 {
 	int rc = fs_ext_open_locked(fs, n);
 
+	fs_ext_pt_refresh_locked(n);
 	/* No write can be queued meanwhile: that takes n->rw. */
 	if (rc == 0)
 		rc = fs_extq_wait(fs, n, 0, 0, NULL, NULL);
@@ -381,6 +384,7 @@ int fs_ext_fallocate(struct fs *fs, struct node *n, int mode, uint64_t off,
 
 	pthread_rwlock_wrlock(&n->rw);
 	rc = fs_ext_open_locked(fs, n);
+	fs_ext_pt_refresh_locked(n);
 	if (rc == 0)
 		rc = fs_extq_wait(fs, n, 0, 0, NULL, NULL);
 	/* A reservation leaves the index its room, as a write does. */
@@ -419,4 +423,77 @@ int fs_ext_sync(struct fs *fs, struct node *n, int (*stop)(void *), void *arg)
 	rc = extf_sync(store_io(fs->store), &n->x);
 	pthread_rwlock_unlock(&n->rw);
 	return rc;
+}
+
+/* Whether a test hook stands between extent files and their disk. */
+static int fs_ext_faults(struct fs *fs)
+{
+#ifdef KVFS_FAULT_INJECTION
+	return atomic_load(&fs->fault_ext_delay_ms) ||
+	       atomic_load(&fs->fault_ext_error);
+#else
+	(void)fs;
+	return 0;
+#endif
+}
+
+int fs_ext_pt_open_locked(struct fs *fs, struct node *n, unsigned nopen)
+{
+	uint64_t size;
+	int id;
+
+	if (!fs->cfg.passthrough || atomic_load(&fs->pt_off) ||
+	    !fuse_compat_passthrough() || !kv_ext_large(&n->attr.ext) ||
+	    atomic_load(&n->x_pt) != nopen || fs_ext_faults(fs))
+		return 0;
+	/*
+	 * The kernel maps the file's offsets onto the backing file's: not
+	 * for the older shape, its header first. A cut backing file is left
+	 * to READ, which finds it short and drops the name.
+	 */
+	if (fs_ext_open_locked(fs, n) < 0 || n->x.hdr_len != 0 ||
+	    extf_size(&n->x, &size, NULL) < 0 || size < n->attr.size)
+		return 0;
+	if (!n->x_bid) {
+		id = fuse_compat_backing_open(fs->se, n->x.fd);
+		if (id < 0) {
+			if (!atomic_exchange(&fs->pt_off, 1))
+				log_warn("the kernel refused a backing file "
+					 "(%s): extent files' I/O goes "
+					 "through kvfs from now on",
+					 strerror(-id));
+			return 0;
+		}
+		n->x_bid = id;
+	}
+	atomic_fetch_add(&n->x_pt, 1);
+	atomic_fetch_add(&fs->pt_opens, 1);
+	return n->x_bid;
+}
+
+void fs_ext_pt_close(struct fs *fs, struct node *n)
+{
+	pthread_rwlock_wrlock(&n->rw);
+	fs_ext_pt_refresh_locked(n);
+	if (atomic_fetch_sub(&n->x_pt, 1) == 1 && n->x_bid) {
+		fuse_compat_backing_close(fs->se, n->x_bid);
+		n->x_bid = 0;
+	}
+	pthread_rwlock_unlock(&n->rw);
+}
+
+void fs_ext_pt_refresh_locked(struct node *n)
+{
+	struct stat st;
+	int64_t mtime;
+
+	if (!atomic_load(&n->x_pt) || n->x.fd < 0 || fstat(n->x.fd, &st) < 0)
+		return;
+	mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	if ((uint64_t)st.st_size == n->attr.size && mtime <= n->attr.mtime_ns)
+		return;
+	n->attr.size = (uint64_t)st.st_size;
+	if (mtime > n->attr.mtime_ns)
+		n->attr.mtime_ns = n->attr.ctime_ns = mtime;
+	n->x_dirty = 1;
 }

@@ -80,4 +80,29 @@ int fs_ext_fallocate(struct fs *fs, struct node *n, int mode, uint64_t off,
 /* Makes the extent file n's bytes durable (fsync). Takes n->rw. */
 int fs_ext_sync(struct fs *fs, struct node *n, int (*stop)(void *), void *arg);
 
+/*
+ * FUSE passthrough: the kernel serves an open file's reads, writes and
+ * mappings from its backing file itself, with no request to kvfs, so an
+ * extent file (whose bytes are at their own offsets in INO.kvx) reads
+ * and writes at the backing file system's speed. The kernel refuses to
+ * mix such handles with others of one inode, so kvfs hands one out only
+ * while every open handle of n is one; FLUSH, FSYNC, SETATTR, FALLOCATE
+ * and RELEASE still come to kvfs, which takes the size and mtime the
+ * kernel's writes left from the backing file (fs_ext_pt_refresh_locked).
+ */
+/*
+ * For an OPEN of n, which has nopen handles open: the backing id to
+ * reply with (n->x_pt counts the handle), or 0 for a handle served by
+ * kvfs (not an extent file of the current shape, cut short, another kind
+ * of handle open, test hooks armed, or passthrough off). n->rw exclusive.
+ */
+int fs_ext_pt_open_locked(struct fs *fs, struct node *n, unsigned nopen);
+/* A passthrough handle of n went (RELEASE, a failed OPEN). Takes n->rw. */
+void fs_ext_pt_close(struct fs *fs, struct node *n);
+/*
+ * While n has passthrough handles: its size and mtime from the backing
+ * file, unsaved (x_dirty) when they moved. n->rw exclusive.
+ */
+void fs_ext_pt_refresh_locked(struct node *n);
+
 #endif

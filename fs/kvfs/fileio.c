@@ -110,6 +110,41 @@ int fs_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
 }
 
 /*
+ * An open with O_TRUNC of a regular file (whatever its access mode: the
+ * kernel asked for write permission), with n->rw held exclusive: the size
+ * goes to 0 and mtime and ctime to now even when the file was empty
+ * already, as ext4 does, and an opener other than root loses the set-uid
+ * bit and the set-gid bit of a group-executable file (the kernel's FUSE
+ * code leaves that to the filesystem when the open truncates). A read-only
+ * handle is never flushed: its truncation is saved here.
+ */
+int fs_open_trunc_locked(struct fs *fs, struct node *n,
+			 struct fuse_file_info *fi, uid_t uid)
+{
+	mode_t m = n->attr.mode;
+	int rc;
+
+	rc = fs_truncate_locked(fs, n, 0, fs_now_ns());
+	if (rc < 0)
+		return rc;
+	if (uid != 0 && (m & S_ISUID))
+		m &= ~(mode_t)S_ISUID;
+	if (uid != 0 && (m & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+		m &= ~(mode_t)S_ISGID;
+	if (m != n->attr.mode) {
+		struct idx_attr a;
+
+		n->attr.mode = m;
+		a = n->attr;
+		a.size = n->disk_size;
+		rc = idx_setattr(fs->idx, &a);
+	}
+	if (rc == 0 && (fi->flags & O_ACCMODE) == O_RDONLY)
+		rc = wb_save_locked(fs, n);
+	return rc;
+}
+
+/*
  * Replies count buffers of n's (n->rw held, n pinned) and releases n->rw.
  * A ring thread of FUSE over io_uring may be waiting for n->rw while it
  * holds the ring's lock, which a reply to that ring takes: such a request
@@ -440,6 +475,7 @@ static int fs_flush_node(struct fs *fs, struct node *n)
 	int rc = 0;
 
 	pthread_rwlock_wrlock(&n->rw);
+	fs_ext_pt_refresh_locked(n);
 	if ((n->dirty || n->x_dirty) && n->attr.nlink > 0)
 		rc = wb_save_locked(fs, n);
 	pthread_rwlock_unlock(&n->rw);
@@ -495,6 +531,8 @@ void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		pthread_rwlock_unlock(&n->rw);
 		notify_inode(fs->notify, ino);
 	}
+	if (h->bid)
+		fs_ext_pt_close(fs, n);
 	node_put(fs, n, 0, 1, 0);
 	free(h);
 	fs_reply_err(req, 0);

@@ -26,6 +26,7 @@ struct fs_handle {
 	int flags;
 	atomic_int read_seen; /* a read came: the atime rules ran */
 	atomic_int writing;   /* wrote since its last FLUSH (n->writers) */
+	int bid; /* the kernel serves it from this backing file (extent.h) */
 };
 
 static inline struct fs *fs_of(fuse_req_t req)
@@ -72,6 +73,12 @@ void fs_read_atime(struct fs *fs, struct fs_handle *h);
 /* Changes n's size to size (zeros past the old end). n->rw exclusive. */
 int fs_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
 		       int64_t now);
+/*
+ * An OPEN with O_TRUNC of the regular file n by user uid (fi: the
+ * open's), n->rw exclusive: truncation as ext4 does it (see fileio.c).
+ */
+int fs_open_trunc_locked(struct fs *fs, struct node *n,
+			 struct fuse_file_info *fi, uid_t uid);
 
 void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	     struct fuse_file_info *fi);

@@ -120,6 +120,13 @@ struct node {
 	 */
 	struct extf x;
 	int x_dirty;
+	/*
+	 * Open handles whose I/O the kernel serves from the backing file
+	 * (FUSE passthrough; kvfs never mixes them with others), and the
+	 * backing id they use, registered while there are any (rw).
+	 */
+	atomic_uint x_pt;
+	int x_bid;
 	/* A queued O_DIRECT write of it failed (extq.h): the next fsync,
 	 * close or write returns it. */
 	atomic_int x_err;
@@ -176,6 +183,8 @@ struct fs_config {
 	/* FUSE over io_uring (fuse_compat.h); ring entries per queue. */
 	int io_uring;
 	unsigned io_uring_q_depth;
+	/* Extent files' I/O served by the kernel from their backing files. */
+	int passthrough;
 	enum log_level loglevel;
 	uint64_t capacity; /* bytes kvfs may use on the backing filesystem */
 	unsigned capacity_pct; /* capacity as a share of the filesystem */
@@ -271,6 +280,8 @@ struct fs {
 	atomic_uint_fast64_t dirty_refused; /* writes refused: -EDQUOT */
 	/* Extent files (extent.c): made, bytes written and read in place. */
 	atomic_uint_fast64_t ext_made, ext_write_bytes, ext_read_bytes;
+	atomic_uint_fast64_t pt_opens; /* opens served by passthrough */
+	atomic_int pt_off; /* passthrough refused: not tried again */
 	/* Capacity, eviction and the touch queue (capacity.c). */
 	struct cap *cap;
 	struct fs_upcalls up; /* set before the loop starts, then read-only */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libfuse 3.14 and >= 3.18 (fuse_compat.h): the io_uring transport's
- * options, checks and INIT, and parallel lookups with libfuse 3.14.
+ * options, checks and INIT, and parallel lookups and passthrough with
+ * libfuse 3.14.
  */
 #include "fuse_compat.h"
 
@@ -14,9 +15,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "log.h"
+
+/*
+ * FUSE passthrough (kernel 6.9, protocol 7.40), which linux/fuse.h of
+ * Debian 12 (7.38) does not have: the INIT flag (in flags2), the OPEN
+ * reply's flag and backing id, and the ioctls on /dev/fuse that register
+ * and drop a backing file.
+ */
+#define COMPAT_INIT_EXT (1u << 30)
+#define COMPAT_PASSTHROUGH2 (1u << 5) /* FUSE_PASSTHROUGH >> 32 */
+#define COMPAT_FOPEN_PASSTHROUGH (1u << 7)
+struct compat_backing_map {
+	int32_t fd;
+	uint32_t flags;
+	uint64_t padding;
+};
+#define COMPAT_BACKING_OPEN _IOW(229, 1, struct compat_backing_map)
+#define COMPAT_BACKING_CLOSE _IOW(229, 2, uint32_t)
+
+/* Passthrough was asked for and the kernel took it in INIT. */
+static atomic_int compat_pt;
 
 #define FUSE_COMPAT_ENABLE_URING "/sys/module/fuse/parameters/enable_uring"
 #define FUSE_COMPAT_URING_DISABLED "/proc/sys/kernel/io_uring_disabled"
@@ -90,9 +112,22 @@ int fuse_compat_uring_args(struct fuse_args *args, unsigned q_depth)
 	return fuse_opt_add_arg(args, opt) < 0 ? -ENOMEM : 0;
 }
 
-void fuse_compat_init(struct fuse_conn_info *conn, int uring)
+#ifndef KVFS_FUSE_URING
+static atomic_int compat_pt_want; /* what fuse_compat_init was told */
+#endif
+
+void fuse_compat_init(struct fuse_conn_info *conn, int uring, int passthrough)
 {
 #ifdef KVFS_FUSE_URING
+	/*
+	 * Backing files on a plain file system (depth 0): kvfs's mount is
+	 * then one deep, and the kernel refuses backing files on a stack.
+	 */
+	if (passthrough && (conn->capable & FUSE_CAP_PASSTHROUGH)) {
+		conn->want |= FUSE_CAP_PASSTHROUGH;
+		conn->max_backing_stack_depth = 1;
+		atomic_store(&compat_pt, 1);
+	}
 	/* conn->want: kvfs's init sets the 32-bit word, never want_ext. */
 	if (uring && (conn->capable & FUSE_CAP_OVER_IO_URING))
 		conn->want |= (uint32_t)FUSE_CAP_OVER_IO_URING;
@@ -107,6 +142,7 @@ void fuse_compat_init(struct fuse_conn_info *conn, int uring)
 		conn->no_interrupt = 1;
 #else
 	(void)uring;
+	atomic_store(&compat_pt_want, passthrough);
 #endif
 	/*
 	 * LOOKUPs and READDIRs of one directory at once (libfuse < 3.17.1
@@ -268,33 +304,67 @@ void fuse_compat_reply_staged(fuse_req_t req, size_t len)
 #endif
 }
 
+int fuse_compat_passthrough(void)
+{
+	return atomic_load(&compat_pt);
+}
+
+int fuse_compat_backing_open(struct fuse_session *se, int fd)
+{
+	struct compat_backing_map map = {.fd = fd};
+	int id = ioctl(fuse_session_fd(se), COMPAT_BACKING_OPEN, &map);
+
+	return id < 0 ? -errno : id == 0 ? -EIO : id;
+}
+
+void fuse_compat_backing_close(struct fuse_session *se, int id)
+{
+	uint32_t v = (uint32_t)id;
+
+	if (ioctl(fuse_session_fd(se), COMPAT_BACKING_CLOSE, &v) < 0)
+		log_warn("cannot drop FUSE backing file %d: %s", id,
+			 strerror(errno));
+}
+
 #ifdef KVFS_FUSE_URING
-int fuse_compat_parallel_dirops(struct fuse_session *se)
+int fuse_compat_reply_open(fuse_req_t req, struct fuse_file_info *fi,
+			   int backing_id)
+{
+	fi->backing_id = backing_id;
+	return fuse_reply_open(req, fi);
+}
+
+int fuse_compat_hooks(struct fuse_session *se)
 {
 	(void)se;
 	return 0; /* libfuse passes what fuse_compat_init asks for */
 }
 #else
 /*
- * FUSE_PARALLEL_DIROPS with libfuse < 3.17.1, which never puts it in its
- * INIT reply (want or not): the session's reads and writes go through
- * these two hooks. The kernel sends INIT first and nothing else until it
- * is answered: the read hook looks at the first request only and notes
- * its id when it is INIT and offers the flag; the write hook adds the
- * flag to the reply with that id. Nothing else is touched: every other
- * request and reply passes through as read(2) and writev(2) would pass it.
+ * With libfuse < 3.17.1, which never puts FUSE_PARALLEL_DIROPS in its
+ * INIT reply (want or not) and knows nothing of passthrough, the
+ * session's reads and writes go through these two hooks. The kernel
+ * sends INIT first and nothing else until it is answered: the read hook
+ * looks at the first request only and notes what INIT offers; the write
+ * hook adds to INIT's reply what kvfs asked for and the kernel offers,
+ * and to an OPEN reply the backing file fuse_compat_reply_open() set on
+ * the replying thread. Nothing else is touched: every other request and
+ * reply passes through as read(2) and writev(2) would pass it.
  */
-static atomic_int compat_first_read;	/* the first request was looked at */
-static _Atomic uint64_t compat_init_id; /* INIT's unique, until replied */
+static atomic_int compat_first_read;	  /* the first request was looked at */
+static _Atomic uint64_t compat_init_id;	  /* INIT's unique, until replied */
+static atomic_uint compat_init_offer;	  /* of INIT's flags: DIROPS, EXT */
+static atomic_uint compat_init_offer2;	  /* INIT's flags2 */
+static _Thread_local int compat_open_bid; /* fuse_compat_reply_open's */
 
 static ssize_t compat_read(int fd, void *buf, size_t len, void *userdata)
 {
 	const size_t need = sizeof(struct fuse_in_header) +
-			    offsetof(struct fuse_init_in, flags) +
+			    offsetof(struct fuse_init_in, flags2) +
 			    sizeof(uint32_t);
+	struct fuse_init_in in;
 	struct fuse_in_header h;
 	ssize_t n = read(fd, buf, len);
-	uint32_t flags;
 
 	(void)userdata;
 	if (n <= 0 ||
@@ -304,39 +374,87 @@ static ssize_t compat_read(int fd, void *buf, size_t len, void *userdata)
 	memcpy(&h, buf, sizeof(h));
 	if (h.opcode != FUSE_INIT)
 		return n;
-	memcpy(&flags,
-	       (char *)buf + sizeof(h) + offsetof(struct fuse_init_in, flags),
-	       sizeof(flags));
-	if (flags & FUSE_PARALLEL_DIROPS)
-		atomic_store(&compat_init_id, h.unique);
+	memcpy(&in, (char *)buf + sizeof(h),
+	       offsetof(struct fuse_init_in, flags2) + sizeof(uint32_t));
+	atomic_store(&compat_init_offer, in.flags);
+	atomic_store(&compat_init_offer2,
+		     in.flags & COMPAT_INIT_EXT ? in.flags2 : 0);
+	atomic_store(&compat_init_id, h.unique);
 	return n;
+}
+
+/* ORs v into the 32-bit word at offset at of iov's reply argument. */
+static void compat_or(struct iovec *iov, size_t at, uint32_t v)
+{
+	uint32_t w;
+
+	memcpy(&w, (char *)iov->iov_base + at, sizeof(w));
+	w |= v;
+	memcpy((char *)iov->iov_base + at, &w, sizeof(w));
+}
+
+/* INIT's reply (iov[1]): the flags kvfs wants that libfuse left out. */
+static void compat_init_reply(struct iovec *iov)
+{
+	const size_t depth = offsetof(struct fuse_init_out, unused);
+	uint32_t one = 1;
+
+	if (atomic_load(&compat_init_offer) & FUSE_PARALLEL_DIROPS)
+		compat_or(iov, offsetof(struct fuse_init_out, flags),
+			  FUSE_PARALLEL_DIROPS);
+	if (!atomic_load(&compat_pt_want) ||
+	    !(atomic_load(&compat_init_offer2) & COMPAT_PASSTHROUGH2) ||
+	    iov->iov_len < depth + sizeof(one))
+		return;
+	compat_or(iov, offsetof(struct fuse_init_out, flags), COMPAT_INIT_EXT);
+	compat_or(iov, offsetof(struct fuse_init_out, flags2),
+		  COMPAT_PASSTHROUGH2);
+	/* max_stack_depth, in the first unused word of 7.38: see above. */
+	memcpy((char *)iov->iov_base + depth, &one, sizeof(one));
+	atomic_store(&compat_pt, 1);
 }
 
 static ssize_t compat_writev(int fd, struct iovec *iov, int count,
 			     void *userdata)
 {
-	const size_t at = offsetof(struct fuse_init_out, flags);
 	uint64_t id = atomic_load(&compat_init_id);
 	struct fuse_out_header h;
-	uint32_t flags;
 
 	(void)userdata;
-	if (id && count >= 2 && iov[0].iov_len == sizeof(h) &&
-	    iov[1].iov_len >= at + sizeof(flags)) {
-		memcpy(&h, iov[0].iov_base, sizeof(h));
-		if (h.unique == id && h.error == 0) {
-			memcpy(&flags, (char *)iov[1].iov_base + at,
-			       sizeof(flags));
-			flags |= FUSE_PARALLEL_DIROPS;
-			memcpy((char *)iov[1].iov_base + at, &flags,
-			       sizeof(flags));
-			atomic_store(&compat_init_id, 0);
-		}
+	if (count < 2 || iov[0].iov_len != sizeof(h))
+		return writev(fd, iov, count);
+	memcpy(&h, iov[0].iov_base, sizeof(h));
+	if (id && h.unique == id && h.error == 0 &&
+	    iov[1].iov_len >=
+		    offsetof(struct fuse_init_out, flags2) + sizeof(uint32_t)) {
+		compat_init_reply(&iov[1]);
+		atomic_store(&compat_init_id, 0);
+	} else if (compat_open_bid > 0 && h.error == 0 &&
+		   iov[1].iov_len == sizeof(struct fuse_open_out)) {
+		uint32_t bid = (uint32_t)compat_open_bid;
+
+		compat_or(&iov[1], offsetof(struct fuse_open_out, open_flags),
+			  COMPAT_FOPEN_PASSTHROUGH);
+		/* backing_id, in the padding word of 7.38. */
+		memcpy((char *)iov[1].iov_base +
+			       offsetof(struct fuse_open_out, padding),
+		       &bid, sizeof(bid));
 	}
 	return writev(fd, iov, count);
 }
 
-int fuse_compat_parallel_dirops(struct fuse_session *se)
+int fuse_compat_reply_open(fuse_req_t req, struct fuse_file_info *fi,
+			   int backing_id)
+{
+	int rc;
+
+	compat_open_bid = backing_id;
+	rc = fuse_reply_open(req, fi);
+	compat_open_bid = 0;
+	return rc;
+}
+
+int fuse_compat_hooks(struct fuse_session *se)
 {
 	static const struct fuse_custom_io io = {.read = compat_read,
 						 .writev = compat_writev};

@@ -16,10 +16,10 @@
  * classic transport when io_uring was asked for.
  *
  * Threads: fuse_compat_uring_check(), fuse_compat_serve_init() and
- * fuse_compat_parallel_dirops() on the main thread before the session
- * loop (the hooks it installs then run on every thread that reads or
- * replies on /dev/fuse); fuse_compat_init() in the init callback;
- * fuse_compat_req_in_ring() on any thread.
+ * fuse_compat_hooks() on the main thread before the session loop (the
+ * hooks it installs then run on every thread that reads or replies on
+ * /dev/fuse); fuse_compat_init() in the init callback; the others on any
+ * thread.
  */
 #ifndef KVFS_FUSE_COMPAT_H
 #define KVFS_FUSE_COMPAT_H
@@ -51,18 +51,36 @@ int fuse_compat_uring_args(struct fuse_args *args, unsigned q_depth);
  * it off (libfuse >= 3.18 turns it on from FUSE_URING_ENABLE in the
  * environment too, and kvfs defers requests only when it asked). With
  * uring, also turns INTERRUPT requests off (libfuse cannot match them).
+ * Asks for FUSE_PARALLEL_DIROPS (without, the kernel sends one LOOKUP or
+ * READDIR per directory at a time, and a flat directory's cold lookups
+ * wait in line) and, when passthrough, for FUSE passthrough with backing
+ * files one file system deep.
  */
-void fuse_compat_init(struct fuse_conn_info *conn, int uring);
+void fuse_compat_init(struct fuse_conn_info *conn, int uring, int passthrough);
 /*
- * Lets the kernel send LOOKUPs and READDIRs of one directory at once
- * (FUSE_PARALLEL_DIROPS, when it offers it): without, it sends one at a
- * time per directory, and a flat directory's cold lookups wait in line.
- * libfuse >= 3.17.1 passes the flag fuse_compat_init asks for; with an
- * older one this installs read and write hooks on se's /dev/fuse
- * descriptor (fuse_session_custom_io) that add it to the INIT reply. Call
- * it after fuse_session_mount(). 0 or -errno.
+ * libfuse >= 3.17.1 passes the flags fuse_compat_init asks for, and
+ * >= 3.16 knows passthrough; with an older one this installs read and
+ * write hooks on se's /dev/fuse descriptor (fuse_session_custom_io) that
+ * add them to the INIT reply and put the backing file into the OPEN
+ * replies of fuse_compat_reply_open(). Call it after fuse_session_mount().
+ * 0 or -errno.
  */
-int fuse_compat_parallel_dirops(struct fuse_session *se);
+int fuse_compat_hooks(struct fuse_session *se);
+/* 1 once the kernel took passthrough in INIT. */
+int fuse_compat_passthrough(void);
+/*
+ * Registers the file open at fd as a backing file with the kernel
+ * (FUSE_DEV_IOC_BACKING_OPEN; root only): its id (> 0), or -errno.
+ */
+int fuse_compat_backing_open(struct fuse_session *se, int fd);
+/* Drops the backing id (open files that use it keep their file). */
+void fuse_compat_backing_close(struct fuse_session *se, int id);
+/*
+ * fuse_reply_open(), with the kernel told to serve the file's reads,
+ * writes and mappings from backing file backing_id itself (0: none).
+ */
+int fuse_compat_reply_open(fuse_req_t req, struct fuse_file_info *fi,
+			   int backing_id);
 /*
  * Serves the kernel's first request, INIT, on the calling thread before
  * the loop starts; with uring, libfuse starts its rings while serving it,

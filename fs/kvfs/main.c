@@ -94,6 +94,7 @@ struct kvfs_opts {
 	int durable;
 	int defer;
 	int io_uring;
+	int nopassthrough;
 	char *io_uring_q_depth;
 	int nargs;
 	int noatime, atime, relatime; /* at most one */
@@ -129,6 +130,7 @@ static const struct fuse_opt kvfs_opt_spec[] = {
 	KVFS_OPT("durable", durable),
 	KVFS_OPT("defer", defer),
 	KVFS_OPT("io_uring", io_uring),
+	KVFS_OPT("nopassthrough", nopassthrough),
 	KVFS_OPT("io_uring_q_depth=%s", io_uring_q_depth),
 	{"noatime", offsetof(struct kvfs_opts, noatime), 1},
 	{"atime", offsetof(struct kvfs_opts, atime), 1},
@@ -185,6 +187,9 @@ static void kvfs_usage(const char *prog)
 	       "                           fuse enable_uring on; kvfs(8))\n"
 	       "    -o io_uring_q_depth=N  ring entries per queue (default "
 	       "8)\n"
+	       "    -o nopassthrough       extent files' I/O through kvfs, "
+	       "not from their\n"
+	       "                           backing files (kvfs(8))\n"
 	       "    -o capacity=SIZE|N%%    most space kvfs uses (default "
 	       "90%% of what is free\n"
 	       "                           plus what kvfs already uses)\n"
@@ -394,6 +399,7 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 	c->threads = o->threads;
 	c->durable = o->durable;
 	c->defer = o->defer;
+	c->passthrough = !o->nopassthrough;
 	c->max_file_size = INT64_MAX;
 	c->record_max = FS_RECORD_MAX;
 	c->dirty_limit = 1ull << 30;
@@ -893,9 +899,9 @@ static int kvfs_mount(struct fs *fs, struct fuse_args *args,
 		goto out_session;
 	if (fuse_session_mount(fs->se, co->mountpoint) != 0)
 		goto out_signals;
-	if (fuse_compat_parallel_dirops(fs->se) < 0)
-		log_warn("cannot hook /dev/fuse's INIT reply: lookups in one "
-			 "directory run one at a time");
+	if (fuse_compat_hooks(fs->se) < 0)
+		log_warn("cannot hook /dev/fuse's replies: lookups in one "
+			 "directory run one at a time, and no passthrough");
 	if (fuse_daemonize(co->foreground) != 0) {
 		ret = 1;
 		kvfs_stop_threads(fs);

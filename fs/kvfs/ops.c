@@ -47,10 +47,18 @@ static int fs_check_name(const char *name)
 	return strlen(name) > IDX_NAME_MAX ? -ENAMETOOLONG : 0;
 }
 
-/* A snapshot of n's attributes. */
+/*
+ * A snapshot of n's attributes; with passthrough handles open, the size
+ * and mtime the kernel's writes gave the backing file.
+ */
 static void fs_node_attr(struct node *n, struct idx_attr *out)
 {
-	pthread_rwlock_rdlock(&n->rw);
+	if (atomic_load(&n->x_pt)) {
+		pthread_rwlock_wrlock(&n->rw);
+		fs_ext_pt_refresh_locked(n);
+	} else {
+		pthread_rwlock_rdlock(&n->rw);
+	}
 	*out = n->attr;
 	pthread_rwlock_unlock(&n->rw);
 }
@@ -103,7 +111,8 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
 	conn->time_gran = 1;
-	fuse_compat_init(conn, ((struct fs *)userdata)->cfg.io_uring);
+	fuse_compat_init(conn, ((struct fs *)userdata)->cfg.io_uring,
+			 ((struct fs *)userdata)->cfg.passthrough);
 }
 
 static void fs_destroy(void *userdata)
@@ -683,46 +692,12 @@ static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 }
 
 /*
- * An open with O_TRUNC of a regular file (whatever its access mode: the
- * kernel asked for write permission), with n->rw held exclusive: the size
- * goes to 0 and mtime and ctime to now even when the file was empty
- * already, as ext4 does, and an opener other than root loses the set-uid
- * bit and the set-gid bit of a group-executable file (the kernel's FUSE
- * code leaves that to the filesystem when the open truncates). A read-only
- * handle is never flushed: its truncation is saved here.
- */
-static int fs_open_trunc_locked(struct fs *fs, struct node *n,
-				struct fuse_file_info *fi, uid_t uid)
-{
-	mode_t m = n->attr.mode;
-	int rc;
-
-	rc = fs_truncate_locked(fs, n, 0, fs_now_ns());
-	if (rc < 0)
-		return rc;
-	if (uid != 0 && (m & S_ISUID))
-		m &= ~(mode_t)S_ISUID;
-	if (uid != 0 && (m & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
-		m &= ~(mode_t)S_ISGID;
-	if (m != n->attr.mode) {
-		struct idx_attr a;
-
-		n->attr.mode = m;
-		a = n->attr;
-		a.size = n->disk_size;
-		rc = idx_setattr(fs->idx, &a);
-	}
-	if (rc == 0 && (fi->flags & O_ACCMODE) == O_RDONLY)
-		rc = wb_save_locked(fs, n);
-	return rc;
-}
-
-/*
  * Sets up an open handle for n (pinned by the caller, who keeps its pin);
- * trunc: the open truncates it (O_TRUNC of an existing file), for user uid.
+ * trunc: the open truncates it (O_TRUNC of an existing file), for user uid;
+ * pt: the reply can hand the kernel a backing file (an OPEN's can).
  */
 static int fs_open_node(struct fs *fs, struct node *n,
-			struct fuse_file_info *fi, int trunc, uid_t uid)
+			struct fuse_file_info *fi, int trunc, uid_t uid, int pt)
 {
 	struct fs_handle *h;
 	int rc = 0;
@@ -747,6 +722,8 @@ static int fs_open_node(struct fs *fs, struct node *n,
 		rc = idx_get_crcs(fs->idx, n->ino, &n->crcs, &n->ncrcs);
 		n->crcs_loaded = rc == 0;
 	}
+	if (rc == 0 && pt && S_ISREG(n->attr.mode))
+		h->bid = fs_ext_pt_open_locked(fs, n, node_nopen(fs, n));
 	/* Counted before n->rw is let go, so that fs_relink sees it open. */
 	if (rc == 0)
 		node_open_inc(fs, n);
@@ -769,8 +746,11 @@ static int fs_open_node(struct fs *fs, struct node *n,
 	if (S_ISREG(n->attr.mode) && (fi->flags & O_ACCMODE) == O_RDONLY)
 		fs_read_atime(fs, h);
 	fi->fh = (uint64_t)(uintptr_t)h;
-	/* Blocks are written once: keep their pages across opens. */
-	fi->keep_cache = 1;
+	/*
+	 * Blocks are written once: keep their pages across opens (the
+	 * kernel refuses it with passthrough, which has no pages of its own).
+	 */
+	fi->keep_cache = !h->bid;
 	/* Nothing to save on close of a read-only open: skip FLUSH. */
 	if ((fi->flags & O_ACCMODE) == O_RDONLY)
 		fi->noflush = 1;
@@ -780,6 +760,7 @@ static int fs_open_node(struct fs *fs, struct node *n,
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
+	struct fs_handle *h;
 	struct node *n;
 	int rc;
 
@@ -799,16 +780,17 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fs_wait_writers(fs, req, n);
 	if (rc == 0)
 		rc = fs_open_node(fs, n, fi, !!(fi->flags & O_TRUNC),
-				  fuse_req_ctx(req)->uid);
+				  fuse_req_ctx(req)->uid, 1);
 	node_put(fs, n, 0, 0, 1);
 	if (rc < 0) {
 		fs_reply_err(req, rc);
 		return;
 	}
-	if (fuse_reply_open(req, fi) != 0) {
+	h = (struct fs_handle *)(uintptr_t)fi->fh;
+	if (fuse_compat_reply_open(req, fi, h->bid) != 0) {
 		/* The opener is gone (interrupted): no RELEASE will come. */
-		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
-
+		if (h->bid)
+			fs_ext_pt_close(fs, h->n);
 		node_put(fs, h->n, 0, 1, 0);
 		free(h);
 	}
@@ -840,7 +822,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!made && (fi->flags & O_TRUNC))
 		fs_wait_writers(fs, req, n);
 	rc = fs_open_node(fs, n, fi, !made && (fi->flags & O_TRUNC),
-			  fuse_req_ctx(req)->uid);
+			  fuse_req_ctx(req)->uid, 0);
 	if (rc < 0) {
 		node_put(fs, n, 1, 0, 1);
 		fs_reply_err(req, rc);

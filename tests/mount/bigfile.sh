@@ -155,11 +155,13 @@ grep -q "hole reads zeros" "$T_TMP/kvfs.out" || t_fail "holes"
 grep -q "unwritten pool block is zeros" "$T_TMP/kvfs.out" || t_fail "pool"
 [ "$T_MODE" = mount ] || t_finish
 
-# Extent files on disk: sparse, res, grow (the pool went with its close).
+# Extent files on disk: sparse, res, grow (the pool went with its close),
+# each INO.kvx with its header file INO.kvh.
 ls "$T_DATA/extents" | sort >"$T_TMP/ext.list"
-[ "$(wc -l <"$T_TMP/ext.list")" -eq 3 ] || {
+[ "$(grep -c '\.kvx$' "$T_TMP/ext.list")" -eq 3 ] &&
+	[ "$(sed 's/\.kvh$/.kvx/' "$T_TMP/ext.list" | uniq -d | wc -l)" -eq 3 ] || {
 	cat "$T_TMP/ext.list" >&2
-	t_fail "want 3 extent files (pool removed at close)"
+	t_fail "want 3 extent files with headers (pool removed at close)"
 }
 sums() { (cd "$1" && md5sum sparse res grow); }
 sums "$T_MNT" >"$T_TMP/sums.before"
@@ -185,7 +187,7 @@ exec 8>&-
 unset "T_PID[$T_MNT]"
 t_scan_log "${T_LOG[$T_MNT]}"
 fusermount3 -u -z "$T_MNT" || t_fail "fusermount3 -u -z"
-[ "$(ls "$T_DATA/extents" | wc -l)" -eq 4 ] ||
+[ "$(ls "$T_DATA/extents" | wc -l)" -eq 8 ] ||
 	t_fail "the open pool's extent file should be there after the kill"
 t_mount "$T_DATA" "$T_MNT" $T_OPTS
 ls "$T_DATA/extents" | sort >"$T_TMP/ext.after"
@@ -215,7 +217,7 @@ grep -q "unreferenced" "$T_TMP/fsck1.out" || {
 	t_fail "gc"
 }
 [ -e "$T_DATA/extents/999999.kvx" ] && t_fail "gc left the unreferenced one"
-[ "$(ls "$T_DATA/extents" | wc -l)" -eq 3 ] || t_fail "gc removed a live one"
+[ "$(ls "$T_DATA/extents" | wc -l)" -eq 6 ] || t_fail "gc removed a live one"
 rm -f "$T_DATA"/index.db*
 "$KVFSCTL" fsck --rebuild-index "$T_DATA" >"$T_TMP/rebuild.out" 2>&1 || {
 	cat "$T_TMP/rebuild.out" >&2

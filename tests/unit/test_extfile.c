@@ -87,7 +87,9 @@ static void test_create_open_rw(void **state)
 
 	assert_int_equal(extf_create(t->dirfd, &t->ops, 7, 99, "/a/b.bin", &x),
 			 0);
-	assert_int_equal(x.hdr_len, KV_ALIGN);
+	/* The bytes at their own offsets, the header in a file beside. */
+	assert_int_equal(x.hdr_len, 0);
+	assert_int_equal(faccessat(t->dirfd, "7.kvh", F_OK, 0), 0);
 	assert_int_equal(extf_size(&x, &size, NULL), 0);
 	assert_int_equal(size, 0);
 	assert_int_equal(extf_write(&t->ops, &x, "hello", 5, 1000, 0), 0);
@@ -103,10 +105,12 @@ static void test_create_open_rw(void **state)
 	extf_close(&x);
 
 	assert_int_equal(extf_open(t->dirfd, 7, &y), 0);
-	assert_int_equal(y.hdr_len, KV_ALIGN);
+	assert_int_equal(y.hdr_len, 0);
 	assert_int_equal(extf_read(&t->ops, &y, out, 5, 1000, &got, 0), 0);
 	assert_memory_equal(out, "hello", 5);
-	assert_int_equal(extf_read_hdr(y.fd, &info), (int)KV_ALIGN);
+	assert_int_equal(pread(y.fd, out, 5, 1000), 5);
+	assert_memory_equal(out, "hello", 5);
+	assert_int_equal(extf_read_hdr(t->dirfd, 7, &info), 0);
 	assert_int_equal(info.ino, 7);
 	assert_int_equal(info.seq, 99);
 	assert_int_equal(info.size, 1005);
@@ -121,10 +125,48 @@ static void test_create_open_rw(void **state)
 	close(fd);
 	assert_int_equal(extf_open(t->dirfd, 8, &y), -EINVAL);
 	assert_int_equal(renameat(t->dirfd, "7.kvx", t->dirfd, "9.kvx"), 0);
+	assert_int_equal(renameat(t->dirfd, "7.kvh", t->dirfd, "9.kvh"), 0);
 	assert_int_equal(extf_open(t->dirfd, 9, &y), -EINVAL);
 	assert_int_equal(y.fd, -1);
+	/* Bytes without their header file: no header of 9 either. */
+	assert_int_equal(unlinkat(t->dirfd, "9.kvh", 0), 0);
+	assert_int_equal(extf_open(t->dirfd, 9, &y), -EINVAL);
 	assert_int_equal(extf_remove(t->dirfd, 9), 0);
 	assert_int_equal(extf_remove(t->dirfd, 9), 0); /* gone: fine */
+	assert_int_equal(faccessat(t->dirfd, "9.kvx", F_OK, 0), -1);
+}
+
+/* An extent file of the older shape, its header first, still works. */
+static void test_header_first(void **state)
+{
+	struct tx *t = *state;
+	struct extf y = EXTF_NONE;
+	struct extf_info info;
+	uint32_t hlen = store_hdr_len(0, 4);
+	char *buf = calloc(1, hlen + 5), out[8];
+	size_t got = 0;
+	uint64_t blocks = 0;
+	int fd;
+
+	assert_non_null(buf);
+	store_hdr_encode(buf, STORE_REC_EXTENT, 3, 11, 0, NULL, "/old", 4);
+	memcpy(buf + hlen, "bytes", 5);
+	fd = openat(t->dirfd, "11.kvx", O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, hlen + 5), (ssize_t)(hlen + 5));
+	close(fd);
+	free(buf);
+	assert_int_equal(extf_read_hdr(t->dirfd, 11, &info), (int)hlen);
+	assert_int_equal(info.size, 5);
+	assert_string_equal(info.path, "/old");
+	assert_int_equal(extf_open(t->dirfd, 11, &y), 0);
+	assert_int_equal(y.hdr_len, hlen);
+	assert_int_equal(extf_read(&t->ops, &y, out, 8, 0, &got, 0), 0);
+	assert_int_equal(got, 5);
+	assert_memory_equal(out, "bytes", 5);
+	assert_int_equal(extf_blocks_at(t->dirfd, 11, &blocks), 0);
+	extf_close(&y);
+	assert_int_equal(extf_remove(t->dirfd, 11), 0);
 }
 
 /* Short and interrupted transfers are retried; errors reach the caller. */
@@ -196,9 +238,10 @@ static void test_shape(void **state)
 			 0);
 	assert_int_equal(got, KV_ALIGN + 5);
 	assert_int_equal(((char *)page)[KV_ALIGN + 4], 'z');
-	/* The backing file cut inside the header: the size says so. */
+	/* Cut: the size is the backing file's. */
 	assert_int_equal(ftruncate(x.fd, 100), 0);
-	assert_int_equal(extf_size(&x, &size, NULL), -ENODATA);
+	assert_int_equal(extf_size(&x, &size, NULL), 0);
+	assert_int_equal(size, 100);
 	free(page);
 	extf_close(&x);
 }
@@ -208,6 +251,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_names),
 		cmocka_unit_test_setup_teardown(test_create_open_rw, tx_setup,
+						tx_teardown),
+		cmocka_unit_test_setup_teardown(test_header_first, tx_setup,
 						tx_teardown),
 		cmocka_unit_test_setup_teardown(test_faults, tx_setup,
 						tx_teardown),

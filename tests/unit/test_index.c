@@ -187,9 +187,10 @@ static void test_open_newer_version(void **state)
 
 /* ---- format versions ---- */
 
-#define UPGRADED "upgraded the index from format version 1 to 4"
-#define UPGRADED2 "upgraded the index from format version 2 to 4"
-#define UPGRADED3 "upgraded the index from format version 3 to 4"
+#define UPGRADED "upgraded the index from format version 1 to 5"
+#define UPGRADED2 "upgraded the index from format version 2 to 5"
+#define UPGRADED3 "upgraded the index from format version 3 to 5"
+#define UPGRADED4 "upgraded the index from format version 4 to 5"
 #define NO_HORIZONS "SELECT count(*) FROM sqlite_schema WHERE name = 'horizons'"
 /* The schema apart from horizons, which version 2 adds. */
 #define V1_SCHEMA                                                              \
@@ -261,24 +262,24 @@ static void assert_horizons_usable(struct fx *f, uint32_t id, uint64_t off)
 	assert_int_equal(offs[0], off);
 }
 
-static void test_new_db_is_version_4(void **state)
+static void test_new_db_is_version_5(void **state)
 {
 	struct fx *f = *state;
 
-	assert_int_equal(IDX_FORMAT_VERSION, 4);
-	assert_sql_text(f->db, "PRAGMA user_version", "4");
+	assert_int_equal(IDX_FORMAT_VERSION, 5);
+	assert_sql_text(f->db, "PRAGMA user_version", "5");
 	assert_sql_text(f->db, NO_HORIZONS, "1");
 	assert_horizons_usable(f, 5, 8192);
 	/* Opening a current index changes nothing and says nothing. */
 	idx_close(f->idx);
 	f->idx = NULL;
 	assert_int_equal(fx_open_logged(f, "index"), 0);
-	assert_sql_text(f->db, "PRAGMA user_version", "4");
+	assert_sql_text(f->db, "PRAGMA user_version", "5");
 }
 
 /*
  * An index of format version v (2 or 3: no rdev column) opened: one log
- * line (log), version 4, the column added (0 for every inode), the schema
+ * line (log), version 5, the column added (0 for every inode), the schema
  * and a file's record as they were.
  */
 static void upgrade_from(struct fx *f, int v, const char *log)
@@ -294,7 +295,7 @@ static void upgrade_from(struct fx *f, int v, const char *log)
 	sql_exec(f->db, v == 2 ? "PRAGMA user_version = 2"
 			       : "PRAGMA user_version = 3");
 	assert_int_equal(fx_open_logged(f, log), 1);
-	assert_sql_text(f->db, "PRAGMA user_version", "4");
+	assert_sql_text(f->db, "PRAGMA user_version", "5");
 	after = sql_text(f->db, V1_SCHEMA);
 	assert_string_equal(after, before);
 	free(before);
@@ -303,14 +304,38 @@ static void upgrade_from(struct fx *f, int v, const char *log)
 	assert_int_equal(getattr_ok(f, file).rdev, 0);
 }
 
-/* A version-3 index becomes version 4. */
+/* A version-3 index becomes version 5. */
 static void test_upgrade_from_v3(void **state)
 {
 	upgrade_from(*state, 3, UPGRADED3);
 }
 
 /*
- * A version-2 index becomes version 3 (extent files may appear in it)
+ * A version-4 index becomes version 5 (extent files may keep their header
+ * in a file of their own) with one log line and nothing else changed.
+ */
+static void test_upgrade_from_v4(void **state)
+{
+	struct fx *f = *state;
+	uint64_t file = mkfile(f, KV_ROOT_INO, "f");
+	char *before, *after;
+
+	give_extent(f, file, 3, 8192, 1000);
+	idx_close(f->idx);
+	f->idx = NULL;
+	before = sql_text(f->db, V1_SCHEMA);
+	sql_exec(f->db, "PRAGMA user_version = 4");
+	assert_int_equal(fx_open_logged(f, UPGRADED4), 1);
+	assert_sql_text(f->db, "PRAGMA user_version", "5");
+	after = sql_text(f->db, V1_SCHEMA);
+	assert_string_equal(after, before);
+	free(before);
+	free(after);
+	assert_int_equal(getattr_ok(f, file).ext.file_id, 3);
+}
+
+/*
+ * A version-2 index becomes version 5 (extent files may appear in it)
  * with one log line and nothing else changed.
  */
 static void test_upgrade_from_v2(void **state)
@@ -341,7 +366,7 @@ static void test_upgrade_from_v1(void **state)
 	fx_make_v1(f, 0);
 
 	assert_int_equal(fx_open_logged(f, UPGRADED), 1);
-	assert_sql_text(f->db, "PRAGMA user_version", "4");
+	assert_sql_text(f->db, "PRAGMA user_version", "5");
 	assert_sql_text(f->db, NO_HORIZONS, "1");
 	after = sql_text(f->db, V1_SCHEMA);
 	assert_string_equal(after, before);
@@ -359,7 +384,7 @@ static void test_upgrade_from_v1(void **state)
 
 	assert_horizons_usable(f, 3, 4096);
 
-	/* Once is enough: the next open finds version 4. */
+	/* Once is enough: the next open finds version 5. */
 	idx_close(f->idx);
 	f->idx = NULL;
 	assert_int_equal(fx_open_logged(f, UPGRADED), 0);
@@ -378,7 +403,7 @@ static void test_upgrade_from_v1_with_horizons(void **state)
 	fx_make_v1(f, 1);
 
 	assert_int_equal(fx_open_logged(f, UPGRADED), 1);
-	assert_sql_text(f->db, "PRAGMA user_version", "4");
+	assert_sql_text(f->db, "PRAGMA user_version", "5");
 	assert_int_equal(idx_horizons_get(f->idx, ids, offs, 4), 2);
 	assert_int_equal(ids[0], 2);
 	assert_int_equal(offs[0], 4096);
@@ -387,8 +412,8 @@ static void test_upgrade_from_v1_with_horizons(void **state)
 	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "f"), file);
 }
 
-/* Version 5 is newer than this kvfs: refused, and the file is left alone. */
-static void test_open_version_5(void **state)
+/* Version 6 is newer than this kvfs: refused, and the file is left alone. */
+static void test_open_version_6(void **state)
 {
 	struct fx *f = *state;
 	struct idx *idx = (struct idx *)1;
@@ -398,7 +423,7 @@ static void test_open_version_5(void **state)
 	mkfile(f, KV_ROOT_INO, "a");
 	idx_close(f->idx);
 	f->idx = NULL;
-	sql_exec(f->db, "PRAGMA user_version = 5");
+	sql_exec(f->db, "PRAGMA user_version = 6");
 	before = read_file(f->db, &blen);
 	assert_int_equal(idx_open(&idx, f->db, 0755, 0, 0), -EPROTONOSUPPORT);
 	assert_null(idx);
@@ -407,7 +432,7 @@ static void test_open_version_5(void **state)
 	assert_memory_equal(after, before, blen);
 	free(before);
 	free(after);
-	assert_sql_text(f->db, "PRAGMA user_version", "5");
+	assert_sql_text(f->db, "PRAGMA user_version", "6");
 }
 
 /* Version 2 promises the horizons table: without it, not a kvfs index. */
@@ -1068,12 +1093,13 @@ int main(void)
 		T(test_open_garbage),
 		T(test_open_other_application),
 		T(test_open_newer_version),
-		T(test_new_db_is_version_4),
+		T(test_new_db_is_version_5),
 		T(test_upgrade_from_v2),
+		T(test_upgrade_from_v4),
 		T(test_upgrade_from_v3),
 		T(test_upgrade_from_v1),
 		T(test_upgrade_from_v1_with_horizons),
-		T(test_open_version_5),
+		T(test_open_version_6),
 		T(test_v2_without_horizons),
 		T(test_open_missing_dir),
 		T(test_corrupt_db_gives_eio),
