@@ -334,6 +334,13 @@ int fuse_compat_reply_open(fuse_req_t req, struct fuse_file_info *fi,
 	return fuse_reply_open(req, fi);
 }
 
+int fuse_compat_reply_create(fuse_req_t req, const struct fuse_entry_param *e,
+			     struct fuse_file_info *fi, int backing_id)
+{
+	fi->backing_id = backing_id;
+	return fuse_reply_create(req, e, fi);
+}
+
 int fuse_compat_hooks(struct fuse_session *se)
 {
 	(void)se;
@@ -414,6 +421,30 @@ static void compat_init_reply(struct iovec *iov)
 	atomic_store(&compat_pt, 1);
 }
 
+/*
+ * An OPEN reply (fuse_open_out) or a CREATE reply (fuse_entry_out, then
+ * fuse_open_out) in iov: passed through to compat_open_bid.
+ */
+static void compat_open_reply(struct iovec *iov)
+{
+	uint32_t bid = (uint32_t)compat_open_bid;
+	size_t at;
+
+	if (iov->iov_len == sizeof(struct fuse_open_out))
+		at = 0;
+	else if (iov->iov_len ==
+		 sizeof(struct fuse_entry_out) + sizeof(struct fuse_open_out))
+		at = sizeof(struct fuse_entry_out);
+	else
+		return;
+	compat_or(iov, at + offsetof(struct fuse_open_out, open_flags),
+		  COMPAT_FOPEN_PASSTHROUGH);
+	/* backing_id, in the padding word of 7.38. */
+	memcpy((char *)iov->iov_base + at +
+		       offsetof(struct fuse_open_out, padding),
+	       &bid, sizeof(bid));
+}
+
 static ssize_t compat_writev(int fd, struct iovec *iov, int count,
 			     void *userdata)
 {
@@ -429,16 +460,8 @@ static ssize_t compat_writev(int fd, struct iovec *iov, int count,
 		    offsetof(struct fuse_init_out, flags2) + sizeof(uint32_t)) {
 		compat_init_reply(&iov[1]);
 		atomic_store(&compat_init_id, 0);
-	} else if (compat_open_bid > 0 && h.error == 0 &&
-		   iov[1].iov_len == sizeof(struct fuse_open_out)) {
-		uint32_t bid = (uint32_t)compat_open_bid;
-
-		compat_or(&iov[1], offsetof(struct fuse_open_out, open_flags),
-			  COMPAT_FOPEN_PASSTHROUGH);
-		/* backing_id, in the padding word of 7.38. */
-		memcpy((char *)iov[1].iov_base +
-			       offsetof(struct fuse_open_out, padding),
-		       &bid, sizeof(bid));
+	} else if (compat_open_bid > 0 && h.error == 0) {
+		compat_open_reply(&iov[1]);
 	}
 	return writev(fd, iov, count);
 }
@@ -450,6 +473,17 @@ int fuse_compat_reply_open(fuse_req_t req, struct fuse_file_info *fi,
 
 	compat_open_bid = backing_id;
 	rc = fuse_reply_open(req, fi);
+	compat_open_bid = 0;
+	return rc;
+}
+
+int fuse_compat_reply_create(fuse_req_t req, const struct fuse_entry_param *e,
+			     struct fuse_file_info *fi, int backing_id)
+{
+	int rc;
+
+	compat_open_bid = backing_id;
+	rc = fuse_reply_create(req, e, fi);
 	compat_open_bid = 0;
 	return rc;
 }

@@ -61,8 +61,8 @@ void fuse_compat_init(struct fuse_conn_info *conn, int uring, int passthrough);
  * libfuse >= 3.17.1 passes the flags fuse_compat_init asks for, and
  * >= 3.16 knows passthrough; with an older one this installs read and
  * write hooks on se's /dev/fuse descriptor (fuse_session_custom_io) that
- * add them to the INIT reply and put the backing file into the OPEN
- * replies of fuse_compat_reply_open(). Call it after fuse_session_mount().
+ * add them to the INIT reply and put the backing file into the OPEN and
+ * CREATE replies of fuse_compat_reply_open() and _create(). Call it after fuse_session_mount().
  * 0 or -errno.
  */
 int fuse_compat_hooks(struct fuse_session *se);
@@ -81,6 +81,9 @@ void fuse_compat_backing_close(struct fuse_session *se, int id);
  */
 int fuse_compat_reply_open(fuse_req_t req, struct fuse_file_info *fi,
 			   int backing_id);
+/* The same for fuse_reply_create(). */
+int fuse_compat_reply_create(fuse_req_t req, const struct fuse_entry_param *e,
+			     struct fuse_file_info *fi, int backing_id);
 /*
  * Serves the kernel's first request, INIT, on the calling thread before
  * the loop starts; with uring, libfuse starts its rings while serving it,

@@ -693,11 +693,10 @@ static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 /*
  * Sets up an open handle for n (pinned by the caller, who keeps its pin);
- * trunc: the open truncates it (O_TRUNC of an existing file), for user uid;
- * pt: the reply can hand the kernel a backing file (an OPEN's can).
+ * trunc: the open truncates it (O_TRUNC of an existing file), for user uid.
  */
 static int fs_open_node(struct fs *fs, struct node *n,
-			struct fuse_file_info *fi, int trunc, uid_t uid, int pt)
+			struct fuse_file_info *fi, int trunc, uid_t uid)
 {
 	struct fs_handle *h;
 	int rc = 0;
@@ -722,7 +721,7 @@ static int fs_open_node(struct fs *fs, struct node *n,
 		rc = idx_get_crcs(fs->idx, n->ino, &n->crcs, &n->ncrcs);
 		n->crcs_loaded = rc == 0;
 	}
-	if (rc == 0 && pt && S_ISREG(n->attr.mode))
+	if (rc == 0 && S_ISREG(n->attr.mode))
 		h->bid = fs_ext_pt_open_locked(fs, n, node_nopen(fs, n));
 	/* Counted before n->rw is let go, so that fs_relink sees it open. */
 	if (rc == 0)
@@ -780,7 +779,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fs_wait_writers(fs, req, n);
 	if (rc == 0)
 		rc = fs_open_node(fs, n, fi, !!(fi->flags & O_TRUNC),
-				  fuse_req_ctx(req)->uid, 1);
+				  fuse_req_ctx(req)->uid);
 	node_put(fs, n, 0, 0, 1);
 	if (rc < 0) {
 		fs_reply_err(req, rc);
@@ -801,6 +800,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct fs *fs = fs_of(req);
 	struct fuse_entry_param e;
+	struct fs_handle *h;
 	struct idx_attr a;
 	struct node *n;
 	int rc, made;
@@ -822,7 +822,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!made && (fi->flags & O_TRUNC))
 		fs_wait_writers(fs, req, n);
 	rc = fs_open_node(fs, n, fi, !made && (fi->flags & O_TRUNC),
-			  fuse_req_ctx(req)->uid, 0);
+			  fuse_req_ctx(req)->uid);
 	if (rc < 0) {
 		node_put(fs, n, 1, 0, 1);
 		fs_reply_err(req, rc);
@@ -831,9 +831,10 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fs_node_attr(n, &a);
 	node_put(fs, n, 0, 0, 1);
 	fs_fill_entry(fs, &e, &a);
-	if (fuse_reply_create(req, &e, fi) != 0) {
-		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
-
+	h = (struct fs_handle *)(uintptr_t)fi->fh;
+	if (fuse_compat_reply_create(req, &e, fi, h->bid) != 0) {
+		if (h->bid)
+			fs_ext_pt_close(fs, h->n);
 		node_put(fs, h->n, 1, 1, 0);
 		free(h);
 	}
