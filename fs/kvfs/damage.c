@@ -190,6 +190,8 @@ int fs_fault_read(struct fs *fs, uint64_t ino)
  *   an extent file sleeps N ms first (keeps it in the queue).
  * - "user.kvfs.fault.ext_error" = ERRNO on any inode: each queued write to
  *   an extent file fails with it (0 stops).
+ * - "user.kvfs.fault.backing_error" = ERRNO on any inode: registering a
+ *   backing file for passthrough fails with it, as a kernel's refusal.
  * Returns 1 when name was a hook (rc in *rc), 0 otherwise.
  */
 int fs_fault_setxattr(struct fs *fs, uint64_t ino, const char *name,
@@ -218,6 +220,8 @@ int fs_fault_setxattr(struct fs *fs, uint64_t ino, const char *name,
 		atomic_store(&fs->fault_ext_delay_ms, (unsigned)v);
 	} else if (strcmp(name, "user.kvfs.fault.ext_error") == 0) {
 		atomic_store(&fs->fault_ext_error, (int)v);
+	} else if (strcmp(name, "user.kvfs.fault.backing_error") == 0) {
+		atomic_store(&fs->fault_backing_error, (int)v);
 	} else if (strcmp(name, "user.kvfs.fault.read") == 0) {
 		size_t i;
 

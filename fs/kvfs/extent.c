@@ -437,6 +437,18 @@ static int fs_ext_faults(struct fs *fs)
 #endif
 }
 
+/* Registers n's backing file with the kernel: its id, or -errno. */
+static int fs_ext_backing_open(struct fs *fs, struct node *n)
+{
+#ifdef KVFS_FAULT_INJECTION
+	int err = atomic_load(&fs->fault_backing_error);
+
+	if (err)
+		return -err;
+#endif
+	return fuse_compat_backing_open(fs->se, n->x.fd);
+}
+
 int fs_ext_pt_open_locked(struct fs *fs, struct node *n, unsigned nopen)
 {
 	uint64_t size;
@@ -455,7 +467,7 @@ int fs_ext_pt_open_locked(struct fs *fs, struct node *n, unsigned nopen)
 	    extf_size(&n->x, &size, NULL) < 0 || size < n->attr.size)
 		return 0;
 	if (!n->x_bid) {
-		id = fuse_compat_backing_open(fs->se, n->x.fd);
+		id = fs_ext_backing_open(fs, n);
 		if (id < 0) {
 			if (!atomic_exchange(&fs->pt_off, 1))
 				log_warn("the kernel refused a backing file "

@@ -305,6 +305,7 @@ struct fs {
 	atomic_int fault_wb_error; /* write-behind appends fail with -this */
 	atomic_uint fault_ext_delay_ms;
 	atomic_int fault_ext_error; /* queued extent writes fail with -this */
+	atomic_int fault_backing_error; /* passthrough refused with -this */
 #endif
 };
 

@@ -13,7 +13,9 @@
 # -o nopassthrough. Then on kvfs alone: the sizes and bytes survive a
 # remount; a kill -9 after fsync(2) keeps every byte and the size synced;
 # an extent file of the older shape (its header first, index format 4)
-# is upgraded, reads back through kvfs and is never passed through.
+# is upgraded, reads back through kvfs and is never passed through;
+# (fault injection) a kernel that refuses the backing file: one log line,
+# and the file's I/O goes through kvfs, bytes intact.
 . "$(dirname "$0")/lib.sh"
 
 T_NEEDS=KVFSCTL
@@ -181,5 +183,25 @@ if [ "$T_MODE" = mount ]; then
 		t_fail "fsck of an older-shape extent file"
 	}
 	t_log "older-shape extent file: upgraded, read and written by kvfs"
+fi
+
+if [ "$T_MODE" = mount ] && [ "${KVFS_FAULT_INJECTION:-0}" = 1 ]; then
+	t_mount "$T_DATA" "$T_MNT" -o record_max=4M
+	sum=$(md5sum <"$T_MNT/held")
+	n=$(pt_opens "$T_MNT")
+	python3 -c 'import os; os.setxattr(os.sys.argv[1],
+		"user.kvfs.fault.backing_error", b"1")' "$T_MNT" ||
+		t_fail "setxattr backing_error"
+	[ "$(md5sum <"$T_MNT/held")" = "$sum" ] || t_fail "refused: bytes"
+	printf 'late' | dd of="$T_MNT/held" bs=1 seek=$((10 * MB)) \
+		conv=notrunc status=none || t_fail "refused: write"
+	[ "$(stat -c %s "$T_MNT/held")" = $((10 * MB + 4)) ] ||
+		t_fail "refused: size after a write"
+	[ "$(pt_opens "$T_MNT")" = "$n" ] ||
+		t_fail "refused, yet passed through"
+	grep -q "the kernel refused a backing file (Operation not permitted)" \
+		"${T_LOG[$T_MNT]}" || t_fail "no log line for the refusal"
+	t_umount "$T_MNT"
+	t_log "backing file refused: logged, I/O through kvfs"
 fi
 t_finish
