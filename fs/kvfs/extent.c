@@ -460,11 +460,14 @@ int fs_ext_pt_open_locked(struct fs *fs, struct node *n, unsigned nopen)
 		return 0;
 	/*
 	 * The kernel maps the file's offsets onto the backing file's: not
-	 * for the older shape, its header first. A cut backing file is left
-	 * to READ, which finds it short and drops the name.
+	 * for the older shape, its header first. It passes O_DIRECT on: not
+	 * where the backing file system refuses it (kvfs falls back). A cut
+	 * backing file is left to READ, which finds it short and drops the
+	 * name.
 	 */
 	if (fs_ext_open_locked(fs, n) < 0 || n->x.hdr_len != 0 ||
-	    extf_size(&n->x, &size, NULL) < 0 || size < n->attr.size)
+	    n->x.dfd < 0 || extf_size(&n->x, &size, NULL) < 0 ||
+	    size < n->attr.size)
 		return 0;
 	if (!n->x_bid) {
 		id = fs_ext_backing_open(fs, n);
