@@ -3,8 +3,8 @@
  * Extent files (extfile.h): one backing file per large file under
  * DATADIR/extents/ that holds the file's bytes at their own offsets, and
  * beside it a header file (record.h, type STORE_REC_EXTENT); files made
- * before version 0.13 hold the header themselves, before the bytes. Reads and writes go through
- * the store's I/O table (io_uring by default, a fake in tests); the calls
+ * under index format 4 and before hold the header themselves, before the
+ * bytes. Reads and writes go through the store's I/O table (io_uring by default, a fake in tests); the calls
  * that change the backing file's shape (ftruncate, fallocate) are plain
  * system calls. Not here: which files are extent files, the index.
  */
@@ -178,19 +178,17 @@ static int extf_decode(int fd, unsigned char *small, size_t room,
 	return rc == -EAGAIN ? -EINVAL : rc; /* -EAGAIN: cut in its header */
 }
 
-int extf_read_hdr(int dirfd, uint64_t ino, struct extf_info *info)
+/* extf_read_hdr() of ino's extent file, already open at fd. */
+static int extf_hdr_of(int dirfd, uint64_t ino, int fd, struct extf_info *info)
 {
 	unsigned char small[KV_ALIGN], *buf = small;
 	struct store_hdr h;
 	uint32_t hlen = 0;
 	struct stat st;
-	int fd, hfd, rc;
+	int hfd, rc;
 
-	fd = extf_openat(dirfd, ino, O_RDONLY);
-	if (fd < 0)
-		return fd;
 	hfd = extf_openat_as(dirfd, ino, EXTF_HDR_SUFFIX, O_RDONLY);
-	rc = hfd == -ENOENT ? 0 : hfd < 0 ? hfd : 0;
+	rc = hfd < 0 && hfd != -ENOENT ? hfd : 0;
 	if (rc == 0 && fstat(fd, &st) < 0)
 		rc = -errno;
 	if (rc == 0)
@@ -214,6 +212,16 @@ int extf_read_hdr(int dirfd, uint64_t ino, struct extf_info *info)
 		free(buf);
 	if (hfd >= 0)
 		close(hfd);
+	return rc;
+}
+
+int extf_read_hdr(int dirfd, uint64_t ino, struct extf_info *info)
+{
+	int fd = extf_openat(dirfd, ino, O_RDONLY), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = extf_hdr_of(dirfd, ino, fd, info);
 	close(fd);
 	return rc;
 }
@@ -227,7 +235,7 @@ int extf_open(int dirfd, uint64_t ino, struct extf *x)
 	if (!info)
 		return -ENOMEM;
 	fd = extf_openat(dirfd, ino, O_RDWR);
-	rc = fd < 0 ? fd : extf_read_hdr(dirfd, ino, info);
+	rc = fd < 0 ? fd : extf_hdr_of(dirfd, ino, fd, info);
 	if (rc >= 0 && info->ino != ino)
 		rc = -EINVAL;
 	if (rc >= 0) {
@@ -387,19 +395,13 @@ int extf_size(const struct extf *x, uint64_t *size, uint64_t *blocks)
 int extf_blocks_at(int dirfd, uint64_t ino, uint64_t *blocks)
 {
 	char name[EXTF_NAME_MAX];
-	uint64_t hdr = KV_ALIGN / 512;
 	struct stat st;
 
-	/* With a header file of its own, every block is the file's. */
-	if (extf_name_as(name, sizeof(name), ino, EXTF_HDR_SUFFIX) < 0)
+	if (extf_name(name, sizeof(name), ino) < 0)
 		return -ENAMETOOLONG;
-	if (fstatat(dirfd, name, &st, 0) == 0)
-		hdr = 0;
-	extf_name(name, sizeof(name), ino);
 	if (fstatat(dirfd, name, &st, 0) < 0)
 		return -errno;
-	*blocks =
-		(uint64_t)st.st_blocks > hdr ? (uint64_t)st.st_blocks - hdr : 0;
+	*blocks = (uint64_t)st.st_blocks;
 	return 0;
 }
 

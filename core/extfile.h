@@ -8,8 +8,8 @@
  * STORE_REC_EXTENT (the inode, a sequence number and the path when it was
  * made, no payload): the kernel can then serve the file's I/O from the
  * backing file itself (FUSE passthrough, kvfs(7)). An extent file made
- * before version 0.13 has no INO.kvh: its header comes first and its
- * bytes hdr_len bytes on; both shapes are read and written. Holes are
+ * under index format 4 or before has no INO.kvh: its header comes first
+ * and its bytes hdr_len bytes on; both shapes are read and written. Holes are
  * holes of the backing file and read as zeros; writes land in place while
  * the file is being written. Not here: which files take this shape and
  * when (fs/kvfs/fileio.c), the index row that points at one.
@@ -115,8 +115,9 @@ int extf_read(const struct store_io_ops *ops, const struct extf *x, void *buf,
 /* The file's size, from the backing file's: -ENODATA when it is cut short. */
 int extf_size(const struct extf *x, uint64_t *size, uint64_t *blocks);
 /*
- * The 512-byte blocks ino's extent file takes beyond its header: its
- * st_blocks, holes not counted. 0 or -errno.
+ * The 512-byte blocks ino's extent file INO.kvx takes: its st_blocks,
+ * holes not counted (a header at its start, in the older shape, counted
+ * too). 0 or -errno.
  */
 int extf_blocks_at(int dirfd, uint64_t ino, uint64_t *blocks);
 /* Sets the file's size (ftruncate of the backing file). */

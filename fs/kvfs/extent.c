@@ -454,9 +454,10 @@ int fs_ext_pt_open_locked(struct fs *fs, struct node *n, unsigned nopen)
 	uint64_t size;
 	int id;
 
-	if (!fs->cfg.passthrough || atomic_load(&fs->pt_off) ||
-	    !fuse_compat_passthrough() || !kv_ext_large(&n->attr.ext) ||
-	    atomic_load(&n->x_pt) != nopen || fs_ext_faults(fs))
+	/* (fuse_compat_passthrough() is 0 unless cfg.passthrough asked.) */
+	if (atomic_load(&fs->pt_off) || !fuse_compat_passthrough() ||
+	    !kv_ext_large(&n->attr.ext) || atomic_load(&n->x_pt) != nopen ||
+	    fs_ext_faults(fs))
 		return 0;
 	/*
 	 * The kernel maps the file's offsets onto the backing file's: not

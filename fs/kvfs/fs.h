@@ -123,7 +123,8 @@ struct node {
 	/*
 	 * Open handles whose I/O the kernel serves from the backing file
 	 * (FUSE passthrough; kvfs never mixes them with others), and the
-	 * backing id they use, registered while there are any (rw).
+	 * backing id they use, registered while there are any (changed
+	 * under rw exclusive; fs_node_attr reads x_pt without it).
 	 */
 	atomic_uint x_pt;
 	int x_bid;

@@ -62,8 +62,8 @@ void fuse_compat_init(struct fuse_conn_info *conn, int uring, int passthrough);
  * >= 3.16 knows passthrough; with an older one this installs read and
  * write hooks on se's /dev/fuse descriptor (fuse_session_custom_io) that
  * add them to the INIT reply and put the backing file into the OPEN and
- * CREATE replies of fuse_compat_reply_open() and _create(). Call it after fuse_session_mount().
- * 0 or -errno.
+ * CREATE replies of fuse_compat_reply_open() and _create(). Call it
+ * after fuse_session_mount(). 0 or -errno.
  */
 int fuse_compat_hooks(struct fuse_session *se);
 /* 1 once the kernel took passthrough in INIT. */

@@ -158,8 +158,8 @@ grep -q "unwritten pool block is zeros" "$T_TMP/kvfs.out" || t_fail "pool"
 # Extent files on disk: sparse, res, grow (the pool went with its close),
 # each INO.kvx with its header file INO.kvh.
 ls "$T_DATA/extents" | sort >"$T_TMP/ext.list"
-[ "$(grep -c '\.kvx$' "$T_TMP/ext.list")" -eq 3 ] &&
-	[ "$(sed 's/\.kvh$/.kvx/' "$T_TMP/ext.list" | uniq -d | wc -l)" -eq 3 ] || {
+heads=$(sed 's/\.kvh$/.kvx/' "$T_TMP/ext.list" | uniq -d | wc -l)
+[ "$(grep -c '\.kvx$' "$T_TMP/ext.list")" -eq 3 ] && [ "$heads" -eq 3 ] || {
 	cat "$T_TMP/ext.list" >&2
 	t_fail "want 3 extent files with headers (pool removed at close)"
 }

@@ -126,21 +126,31 @@ for opts in "-o record_max=4M" "-o record_max=4M,nopassthrough"; do
 	t_umount "$T_MNT"
 done
 
-# A kill -9 after fsync(2) of writes the kernel passed through: the size
-# and the bytes synced are there after the restart.
+# A kill -9 after fsync(2) of writes the kernel passed through, the
+# writer's file still open (no close saved anything): the size and the
+# bytes synced are there after the restart.
 t_mount "$T_DATA" "$T_MNT" -o record_max=4M
-python3 - "$T_MNT/pool" >"$T_TMP/kill.out" <<'PY' || t_fail "kill writer"
-import os, sys
+python3 - "$T_MNT/pool" >"$T_TMP/kill.out" 2>/dev/null <<'PY' &
+import os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR)
 os.pwrite(fd, b"synced", 30 << 20)
 os.fsync(fd)
-print(os.fstat(fd).st_size)
+print(os.fstat(fd).st_size, flush=True)
+time.sleep(60)
 PY
+writer=$!
+for _ in $(seq 100); do
+	[ -s "$T_TMP/kill.out" ] && break
+	sleep 0.1
+done
+[ -s "$T_TMP/kill.out" ] || t_fail "the writer did not fsync"
 n=$(pt_opens "$T_MNT")
 [ "${n:-0}" -ge 1 ] || t_fail "the killed writer was not passed through"
 kill -9 "${T_PID[$T_MNT]}"
 wait "${T_PID[$T_MNT]}" 2>/dev/null
 unset "T_PID[$T_MNT]"
+kill "$writer" 2>/dev/null
+wait "$writer" 2>/dev/null
 fusermount3 -u "$T_MNT" 2>/dev/null || umount -l "$T_MNT"
 t_mount "$T_DATA" "$T_MNT" -o record_max=4M
 [ "$(stat -c %s "$T_MNT/pool")" = "$(cat "$T_TMP/kill.out")" ] ||

@@ -145,7 +145,7 @@ static void test_header_first(void **state)
 	uint32_t hlen = store_hdr_len(0, 4);
 	char *buf = calloc(1, hlen + 5), out[8];
 	size_t got = 0;
-	uint64_t blocks = 0;
+	uint64_t blocks = 0, size = 0;
 	int fd;
 
 	assert_non_null(buf);
@@ -165,6 +165,10 @@ static void test_header_first(void **state)
 	assert_int_equal(got, 5);
 	assert_memory_equal(out, "bytes", 5);
 	assert_int_equal(extf_blocks_at(t->dirfd, 11, &blocks), 0);
+	assert_true(blocks >= hlen / 512); /* the header's blocks count */
+	/* Cut inside its header: the size says so. */
+	assert_int_equal(ftruncate(y.fd, 100), 0);
+	assert_int_equal(extf_size(&y, &size, NULL), -ENODATA);
 	extf_close(&y);
 	assert_int_equal(extf_remove(t->dirfd, 11), 0);
 }
