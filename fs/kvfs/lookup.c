@@ -27,6 +27,27 @@
 #include "notify.h"
 #include "share.h"
 
+/*
+ * What an inline probe (vc_config.inline_probe) read from the index, kept
+ * for the answers vc_lookup() gives on the same thread before it returns:
+ * their nodes are made from these attributes, without asking the index a
+ * second time. Armed only around fs_lookup's vc_lookup() call; attributes
+ * of names found on this machine only (the shared tier's have none).
+ */
+static __thread struct {
+	int armed;
+	size_t n;
+	struct idx_attr *attrs;
+} fs_inline;
+
+static const struct idx_attr *fs_inline_attr(uint64_t ino)
+{
+	for (size_t i = 0; fs_inline.attrs && i < fs_inline.n; i++)
+		if (fs_inline.attrs[i].ino == ino)
+			return &fs_inline.attrs[i];
+	return NULL;
+}
+
 /* A LOOKUP parked in the verdict cache. */
 struct fs_waiter {
 	fuse_req_t req;
@@ -45,9 +66,13 @@ static void fs_reply_negative(struct fs *fs, fuse_req_t req)
 	fuse_reply_entry(req, &e);
 }
 
-/* Replies a lookup whose verdict is result (VC_HIT/VC_MISS or -errno). */
+/*
+ * Replies a lookup whose verdict is result (VC_HIT/VC_MISS or -errno); a
+ * new node takes attr (may be NULL: read from the index).
+ */
 static void fs_reply_verdict(struct fs *fs, fuse_req_t req, uint64_t parent,
-			     const char *name, int result, uint64_t ino)
+			     const char *name, int result, uint64_t ino,
+			     const struct idx_attr *attr)
 {
 	struct fuse_entry_param e;
 	struct idx_attr a;
@@ -62,7 +87,7 @@ static void fs_reply_verdict(struct fs *fs, fuse_req_t req, uint64_t parent,
 		fs_reply_negative(fs, req);
 		return;
 	}
-	rc = node_get(fs, ino, NULL, parent, name, 1, &n);
+	rc = node_get(fs, ino, attr, parent, name, 1, &n);
 	if (rc == -ENOENT) {
 		fs_reply_negative(fs, req);
 		return;
@@ -109,6 +134,11 @@ int fs_probe(void *ctx, size_t n, const uint64_t *parents,
 	rc = idx_lookup_batch(fs->idx, n, parents, names, found, attrs);
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		inos[i] = found[i] ? attrs[i].ino : 0;
+	if (rc == 0 && fs_inline.armed && !fs_inline.attrs) {
+		fs_inline.attrs = attrs;
+		fs_inline.n = n;
+		attrs = NULL;
+	}
 	free(attrs);
 	/* Then the shared tier, for what this machine lacks or got there. */
 	if (rc == 0)
@@ -126,7 +156,8 @@ void fs_lookup_answer(void *ctx, void *waiter, int result, uint64_t ino,
 	 * is running, and no later one can see w.
 	 */
 	fuse_req_interrupt_func(w->req, NULL, NULL);
-	fs_reply_verdict(w->fs, w->req, w->parent, w->name, result, ino);
+	fs_reply_verdict(w->fs, w->req, w->parent, w->name, result, ino,
+			 result == VC_HIT ? fs_inline_attr(ino) : NULL);
 	free(w);
 }
 
@@ -165,10 +196,14 @@ void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	w->parent = parent;
 	memcpy(w->name, name, len + 1);
 	fuse_req_interrupt_func(req, fs_lookup_interrupt, w);
+	fs_inline.armed = 1;
 	rc = vc_lookup(fs->vc, parent, name, w, &ino, &gen);
+	fs_inline.armed = 0;
+	free(fs_inline.attrs);
+	fs_inline.attrs = NULL;
 	if (rc == VC_PARKED)
 		return; /* w belongs to the verdict cache now */
 	fuse_req_interrupt_func(req, NULL, NULL);
 	free(w);
-	fs_reply_verdict(fs, req, parent, name, rc, ino);
+	fs_reply_verdict(fs, req, parent, name, rc, ino, NULL);
 }
