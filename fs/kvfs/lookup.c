@@ -32,7 +32,10 @@
  * for the answers vc_lookup() gives on the same thread before it returns:
  * their nodes are made from these attributes, without asking the index a
  * second time. Armed only around fs_lookup's vc_lookup() call; attributes
- * of names found on this machine only (the shared tier's have none).
+ * of names found on this machine only (the shared tier's have none). A
+ * name removed between that probe and the reply (eviction) is answered as
+ * one removed between node_get()'s own query and the reply always was:
+ * found, the removal's invalidation already sent.
  */
 static __thread struct {
 	int armed;
