@@ -634,7 +634,7 @@ static int idx_unlink_txn(struct idx *idx, uint64_t parent, const char *name,
 {
 	struct idx_attr dir, a;
 	uint32_t left;
-	int64_t id;
+	int64_t id = 0;
 	int isdir, rc;
 
 	rc = idx_dir(idx, parent, &dir);
@@ -749,7 +749,7 @@ static int idx_rename_txn(struct idx *idx, struct idx_rename_op *op)
 {
 	sqlite3_stmt *st;
 	struct idx_attr pdir, npdir, src, dst;
-	int64_t src_id, dst_id;
+	int64_t src_id = 0, dst_id = 0;
 	int have_dst, src_dir, dst_dir = 0, pdelta = 0, npdelta = 0, rc;
 
 	rc = idx_dir(idx, op->parent, &pdir);
@@ -1105,6 +1105,13 @@ int idx_lookup_batch(struct idx *idx, size_t n, const uint64_t *parents,
 
 	if (n == 0)
 		return 0;
+	/* One statement is a read transaction of its own. */
+	if (n == 1) {
+		idx_lock(idx);
+		rc = idx_lookup_batch_txn(idx, n, parents, names, found, attrs);
+		idx_unlock(idx);
+		return rc;
+	}
 	rc = idx_enter(idx, 0);
 	if (!rc)
 		rc = idx_leave(idx, idx_lookup_batch_txn(idx, n, parents, names,
