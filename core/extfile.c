@@ -4,9 +4,10 @@
  * DATADIR/extents/ that holds the file's bytes at their own offsets, and
  * beside it a header file (record.h, type STORE_REC_EXTENT); files made
  * under index format 4 and before hold the header themselves, before the
- * bytes. Reads and writes go through the store's I/O table (io_uring by default, a fake in tests); the calls
- * that change the backing file's shape (ftruncate, fallocate) are plain
- * system calls. Not here: which files are extent files, the index.
+ * bytes. Reads and writes go through the store's I/O table (io_uring by
+ * default, a fake in tests); the calls that change the backing file's
+ * shape (ftruncate, fallocate) are plain system calls. Not here: which
+ * files are extent files, the index.
  */
 #include <errno.h>
 #include <fcntl.h>

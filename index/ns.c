@@ -1105,13 +1105,6 @@ int idx_lookup_batch(struct idx *idx, size_t n, const uint64_t *parents,
 
 	if (n == 0)
 		return 0;
-	/* One statement is a read transaction of its own. */
-	if (n == 1) {
-		idx_lock(idx);
-		rc = idx_lookup_batch_txn(idx, n, parents, names, found, attrs);
-		idx_unlock(idx);
-		return rc;
-	}
 	rc = idx_enter(idx, 0);
 	if (!rc)
 		rc = idx_leave(idx, idx_lookup_batch_txn(idx, n, parents, names,

@@ -355,8 +355,9 @@ int fuse_compat_hooks(struct fuse_session *se)
  * looks at the first request only and notes what INIT offers; the write
  * hook adds to INIT's reply what kvfs asked for and the kernel offers,
  * and to an OPEN or CREATE reply the backing file that
- * fuse_compat_reply_open() or _create() set on the replying thread. Nothing else is touched: every other request and
- * reply passes through as read(2) and writev(2) would pass it.
+ * fuse_compat_reply_open() or _create() set on the replying thread.
+ * Nothing else is touched: every other request and reply passes through
+ * as read(2) and writev(2) would pass it.
  */
 static atomic_int compat_first_read;	  /* the first request was looked at */
 static _Atomic uint64_t compat_init_id;	  /* INIT's unique, until replied */
