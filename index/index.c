@@ -16,9 +16,10 @@
  *
  * Threads: any thread may call any function; idx->lock serialises them.
  * Every mutating call is one BEGIN IMMEDIATE ... COMMIT transaction that is
- * rolled back on any error. Statements are prepared once (persistent) in
- * idx_open() and reset after every use, so no statement is left active
- * between calls. The checkpointer thread has a connection of its own.
+ * rolled back on any error; reads share a read transaction left open
+ * between calls (idx_lock_read()). Statements are prepared once
+ * (persistent) in idx_open() and reset after every use, so no statement is
+ * left active between calls. The checkpointer thread has a connection of its own.
  */
 #include "index_int.h"
 
@@ -68,12 +69,56 @@ static const char *const *const idx_sql_tables[] = {
 	idx_txn_sql, idx_ns_sql, idx_path_sql, idx_xattr_sql, idx_rec_sql,
 };
 
-void idx_lock(struct idx *idx)
+static int idx_begin(struct idx *idx, int write)
+{
+	return IDX_RUN(idx, idx->st[write ? SID_BEGIN_WRITE : SID_BEGIN]);
+}
+
+static void idx_mutex_lock(struct idx *idx)
 {
 	int rc = pthread_mutex_lock(&idx->lock);
 
 	assert(rc == 0);
 	(void)rc;
+}
+
+/* Ends the read transaction a reader left open, if there is one. */
+static void idx_end_read(struct idx *idx)
+{
+	if (!idx->rd_open)
+		return;
+	idx->rd_open = 0;
+	/* An error may have rolled it back already. */
+	if (!sqlite3_get_autocommit(idx->db) &&
+	    IDX_RUN(idx, idx->st[SID_COMMIT]) < 0 &&
+	    !sqlite3_get_autocommit(idx->db))
+		IDX_RUN(idx, idx->st[SID_ROLLBACK]);
+}
+
+void idx_lock(struct idx *idx)
+{
+	idx_mutex_lock(idx);
+	idx_end_read(idx);
+}
+
+/*
+ * Why a read transaction may stay open: beginning and ending one costs a
+ * cold lookup about a tenth of its time (two fcntl locks on the -shm file,
+ * an fstat), and a snapshot left open is never stale, because this
+ * connection makes every change to the index (kvfs.lock keeps other
+ * processes out; the checkpointer's connection only copies pages) and
+ * idx_lock() ends it before any change. It does not hold the log back:
+ * its snapshot is the newest, so a PASSIVE checkpoint copies everything.
+ * The checkpointer ends an idle one each tick and before a RESTART, which
+ * waits for every reader.
+ */
+void idx_lock_read(struct idx *idx)
+{
+	idx_mutex_lock(idx);
+	if (idx->rd_open && sqlite3_get_autocommit(idx->db))
+		idx->rd_open = 0; /* an error rolled it back */
+	if (!idx->rd_open && idx->rd_linger && idx_begin(idx, 0) == 0)
+		idx->rd_open = 1;
 }
 
 void idx_unlock(struct idx *idx)
@@ -294,15 +339,10 @@ int idx_get(struct idx *idx, int sid, const int64_t *args, int nargs,
 {
 	int rc;
 
-	idx_lock(idx);
+	idx_lock_read(idx);
 	rc = idx_row(idx, sid, args, nargs, cols, ncols, caller);
 	idx_unlock(idx);
 	return rc;
-}
-
-static int idx_begin(struct idx *idx, int write)
-{
-	return IDX_RUN(idx, idx->st[write ? SID_BEGIN_WRITE : SID_BEGIN]);
 }
 
 /*
@@ -328,7 +368,13 @@ int idx_enter(struct idx *idx, int write)
 {
 	int rc;
 
-	idx_lock(idx);
+	if (write) {
+		idx_lock(idx);
+	} else {
+		idx_lock_read(idx);
+		if (idx->rd_open)
+			return 0;
+	}
 	rc = idx_begin(idx, write);
 	if (rc)
 		idx_unlock(idx);
@@ -337,7 +383,13 @@ int idx_enter(struct idx *idx, int write)
 
 int idx_leave(struct idx *idx, int rc)
 {
-	rc = idx_end(idx, rc);
+	if (idx->rd_open) {
+		/* A reader in the read transaction left open: it stays. */
+		if (rc < 0)
+			idx_end_read(idx);
+	} else {
+		rc = idx_end(idx, rc);
+	}
 	idx_unlock(idx);
 	return rc;
 }
@@ -574,6 +626,18 @@ static int idx_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
 }
 
 /*
+ * Ends the read transaction a reader left open unless the index is in use:
+ * it is not kept open for more than two ticks (1 s each) once reads stop.
+ */
+static void idx_end_idle_read(struct idx *idx)
+{
+	if (pthread_mutex_trylock(&idx->lock) != 0)
+		return;
+	idx_end_read(idx);
+	idx_unlock(idx);
+}
+
+/*
  * Copies the WAL back into the database from a connection of its own, so
  * that the fsyncs of a checkpoint never run under idx->lock: writers keep
  * committing meanwhile (a PASSIVE checkpoint takes no writer lock). Runs
@@ -615,8 +679,14 @@ static void *idx_checkpointer(void *arg)
 		if (idx->ck_frames < IDX_CK_FRAMES)
 			pthread_cond_timedwait(&idx->ck_cond, &idx->ck_lock,
 					       &ts);
-		if (idx->ck_stop || idx->ck_frames == 0)
+		if (idx->ck_stop)
 			continue;
+		if (idx->ck_frames == 0) {
+			pthread_mutex_unlock(&idx->ck_lock);
+			idx_end_idle_read(idx);
+			pthread_mutex_lock(&idx->ck_lock);
+			continue;
+		}
 		idx->ck_frames = 0;
 		pthread_mutex_unlock(&idx->ck_lock);
 		/*
@@ -632,10 +702,14 @@ static void *idx_checkpointer(void *arg)
 		pthread_mutex_lock(&idx->ck_run);
 		rc = sqlite3_wal_checkpoint_v2(
 			db, NULL, SQLITE_CHECKPOINT_PASSIVE, &nlog, &ndone);
-		if (rc == SQLITE_OK && nlog >= IDX_CK_MAX)
+		if (rc == SQLITE_OK && nlog >= IDX_CK_MAX) {
+			/* RESTART waits for every reader: end ours. */
+			idx_lock(idx);
+			idx_unlock(idx);
 			rc = sqlite3_wal_checkpoint_v2(
 				db, NULL, SQLITE_CHECKPOINT_RESTART, &nlog,
 				&ndone);
+		}
 		pthread_mutex_unlock(&idx->ck_run);
 		if (rc == SQLITE_BUSY) {
 			/* A reader or the writer held on: next tick. */
@@ -671,6 +745,7 @@ int idx_start_checkpointer(struct idx *idx)
 	idx_exec(idx, "PRAGMA journal_size_limit = " IDX_WAL_LIMIT);
 	sqlite3_wal_autocheckpoint(idx->db, 0);
 	sqlite3_wal_hook(idx->db, idx_wal_hook, idx);
+	idx->rd_linger = 1;
 	idx_unlock(idx);
 	return 0;
 }
@@ -679,6 +754,9 @@ static void idx_stop_checkpointer(struct idx *idx)
 {
 	if (!idx->ck_running)
 		return;
+	idx_lock(idx);
+	idx->rd_linger = 0;
+	idx_unlock(idx);
 	pthread_mutex_lock(&idx->ck_lock);
 	idx->ck_stop = 1;
 	pthread_cond_signal(&idx->ck_cond);

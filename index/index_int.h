@@ -26,8 +26,9 @@
  *
  * Locking: idx->lock serialises every use of idx->db and idx->st[]. Every
  * helper declared here that takes a struct idx must be called with
- * idx->lock held, except idx_lock(), idx_enter() and idx_get(), which take
- * it (idx_get() drops it again, idx_leave() drops what idx_enter() took).
+ * idx->lock held, except idx_lock(), idx_lock_read(), idx_enter() and
+ * idx_get(), which take it (idx_get() drops it again, idx_leave() drops
+ * what idx_enter() took).
  * A statement is reset (idx_done()) before the lock is released, so none
  * stays active between calls. The checkpointer's fields have their own
  * locks (struct idx).
@@ -143,7 +144,14 @@ struct idx {
 	sqlite3 *db;		     /* protected by lock */
 	sqlite3_stmt *st[IDX_NSTMT]; /* protected by lock, reset after use */
 	int opening; /* protected by lock: idx_open() is checking the file */
-	char *path;  /* read-only after idx_open(), for log lines */
+	/*
+	 * Protected by lock. rd_open: a read transaction is open between
+	 * calls, for the next reader (idx_lock_read()); rd_linger: one may be
+	 * (set while the checkpointer runs, which ends an idle one).
+	 */
+	int rd_open;
+	int rd_linger;
+	char *path; /* read-only after idx_open(), for log lines */
 
 	/* The checkpointer (idx_start_checkpointer), with its own lock. */
 	pthread_mutex_t ck_lock;
@@ -162,8 +170,15 @@ struct idx {
 
 /* ---- index.c: the lock, errors, statements, transactions ---- */
 
+/* Takes idx->lock and ends a read transaction left open (rd_open). */
 void idx_lock(struct idx *idx);
 void idx_unlock(struct idx *idx);
+/*
+ * Takes idx->lock for statements that only read: they run in the read
+ * transaction left open by the last reader, or in a new one left open for
+ * the next (while rd_linger allows it), else each in its own.
+ */
+void idx_lock_read(struct idx *idx);
 
 /*
  * The one place where SQLite result codes become -errno, logged under the

@@ -292,7 +292,7 @@ int idx_lookup(struct idx *idx, uint64_t parent, const char *name,
 
 	if (rc)
 		return rc;
-	idx_lock(idx);
+	idx_lock_read(idx);
 	rc = idx_find(idx, parent, name, out, NULL);
 	idx_unlock(idx);
 	if (rc == 0)
@@ -304,7 +304,7 @@ int idx_getattr(struct idx *idx, uint64_t ino, struct idx_attr *out)
 {
 	int rc;
 
-	idx_lock(idx);
+	idx_lock_read(idx);
 	rc = idx_inode(idx, ino, out);
 	idx_unlock(idx);
 	if (rc == 0)

@@ -988,6 +988,43 @@ static void test_sync_during_checkpoints(void **state)
 	assert_true(lookup_ino(f, KV_ROOT_INO, "f11999") > KV_ROOT_INO);
 }
 
+/*
+ * Reads share a read transaction that stays open between them (index.c,
+ * idx_lock_read()) while the checkpointer runs: a write after one still
+ * commits at once, and once reads stop the transaction ends within two of
+ * the checkpointer's ticks (1 s each), so a change made behind the index's back, which
+ * its open snapshot cannot see, is seen again.
+ */
+static void test_read_transaction_ends(void **state)
+{
+	struct fx *f = *state;
+	uint64_t a, ino = 0;
+	int i;
+
+	assert_int_equal(idx_start_checkpointer(f->idx), 0);
+	a = mkfile(f, KV_ROOT_INO, "a");
+	assert_int_equal(lookup_ino(f, KV_ROOT_INO, "a"), a);
+	/* A write right after a read is committed, not left in its snapshot. */
+	mkfile(f, KV_ROOT_INO, "b");
+	assert_sql_text(f->db, "SELECT count(*) FROM dentries WHERE name = 'b'",
+			"1");
+	assert_true(lookup_ino(f, KV_ROOT_INO, "b") > KV_ROOT_INO);
+	fx_link(f, a, KV_ROOT_INO, "x");
+	for (i = 0; i < 500; i++) {
+		struct idx_attr at;
+
+		if (idx_lookup(f->idx, KV_ROOT_INO, "x", &at) == 0) {
+			ino = at.ino;
+			break;
+		}
+		usleep(10000);
+	}
+	print_message("the name added behind the index's back seen after %d "
+		      "ms\n",
+		      i * 10);
+	assert_int_equal(ino, a);
+}
+
 /* Pages of the file at path in the page cache, or -1. */
 static long resident_pages(const char *path)
 {
@@ -1095,6 +1132,7 @@ int main(void)
 		T(test_race_renames_over_one_name),
 		T(test_race_unlink_vs_rename),
 		T(test_sync_during_checkpoints),
+		T(test_read_transaction_ends),
 		T(test_read_around),
 	};
 
