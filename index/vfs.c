@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Read-around for the index's database file: an SQLite VFS ("kvfs") that
- * is the platform's default VFS with one change. The first read of a page
+ * is the platform's default VFS with two changes. The first read of a page
  * of a main database file in each IDX_RA_BYTES-aligned window since the
  * file was opened asks the kernel for the whole window first
  * (POSIX_FADV_WILLNEED), so that a window not cached is one disk read; a
@@ -17,12 +17,18 @@
  * lookup costs about what it did, and the extra pages go to the page cache,
  * which the kernel may reclaim, not to the daemon's memory.
  *
+ * Second, a page fetched through SQLite's memory mapping of the file enters
+ * its whole IDX_MAP_BYTES window into the page tables the first time
+ * (idx_map_populate()); to know where the mappings are, the unix VFS's
+ * mmap, munmap and mremap calls are wrapped (idx_vfs_wrap_maps()).
+ *
  * Not here: anything about SQL (the rest of index/), the log (-wal) and
  * shared-memory files, which SQLite reads as it always does, and writes.
  *
  * Threads: idx_vfs_name() registers the VFS once (pthread_once); the file
  * methods run under whatever lock SQLite's caller holds, like the default
- * VFS's, and keep no shared state. When the default VFS is not SQLite's
+ * VFS's; the one shared state, the table of mappings, has its own lock
+ * (idx_maps_lock, innermost). When the default VFS is not SQLite's
  * "unix" one, files are opened through it without read-around.
  */
 #include "index_int.h"
@@ -32,12 +38,17 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 /* Bytes read around a page missing from the page cache. */
 #define IDX_RA_BYTES (128 * 1024)
+/* Bytes of a mapping entered into the page tables at a time. */
+#define IDX_MAP_BYTES (1024 * 1024)
+/* Mappings of database files tracked at once (a few per connection). */
+#define IDX_MAX_MAPS 32
 /*
  * A read slower than this went to the disk (a page-cache hit takes a
  * microsecond or two; a disk read, tens at least). A read that was only
@@ -68,6 +79,26 @@ struct idx_unix_head {
 	void *inode;
 	int h;
 };
+
+/*
+ * A read-only mapping of a whole file that the unix VFS made (SQLite maps a
+ * main database file so, and nothing else), and which of its
+ * IDX_MAP_BYTES windows are in the page tables (a bit each).
+ */
+struct idx_map {
+	char *addr; /* NULL: a free slot */
+	size_t len;
+	uint64_t *done;
+	size_t nwords;
+};
+
+/* Protected by idx_maps_lock. */
+static struct idx_map idx_maps[IDX_MAX_MAPS];
+static pthread_mutex_t idx_maps_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The unix VFS's own calls, which ours wrap; set once, by idx_vfs_init. */
+static void *(*idx_os_mmap)(void *, size_t, int, int, int, off_t);
+static int (*idx_os_munmap)(void *, size_t);
+static void *(*idx_os_mremap)(void *, size_t, size_t, int, ...);
 
 static sqlite3_vfs idx_vfs;
 static sqlite3_vfs *idx_vfs_under;
@@ -224,14 +255,136 @@ static int idx_vfs_shm_unmap(sqlite3_file *f, int del)
 	return IDX_REAL(f)->pMethods->xShmUnmap(IDX_REAL(f), del);
 }
 
+/*
+ * The tracked mapping that starts at addr, or a free slot for addr NULL;
+ * idx_maps_lock held.
+ */
+static struct idx_map *idx_map_at(const void *addr)
+{
+	for (int i = 0; i < IDX_MAX_MAPS; i++)
+		if (idx_maps[i].addr == addr)
+			return &idx_maps[i];
+	return NULL;
+}
+
+/* Sets up m for a mapping [addr, addr + len); 0 or -1 (no memory). */
+static int idx_map_set(struct idx_map *m, void *addr, size_t len)
+{
+	size_t nwords = (len / IDX_MAP_BYTES + 64) / 64;
+	uint64_t *done = realloc(m->done, nwords * sizeof(*done));
+
+	if (!done)
+		return -1;
+	if (nwords > m->nwords)
+		memset(done + m->nwords, 0,
+		       (nwords - m->nwords) * sizeof(*done));
+	*m = (struct idx_map){
+		.addr = addr, .len = len, .done = done, .nwords = nwords};
+	return 0;
+}
+
+static void idx_map_drop(struct idx_map *m)
+{
+	free(m->done);
+	*m = (struct idx_map){0};
+}
+
+static void *idx_mmap(void *addr, size_t len, int prot, int flags, int fd,
+		      off_t off)
+{
+	void *p = idx_os_mmap(addr, len, prot, flags, fd, off);
+	struct idx_map *m;
+
+	/* The -shm file's mappings are writable: not ours. */
+	if (p == MAP_FAILED || prot != PROT_READ || off != 0)
+		return p;
+	pthread_mutex_lock(&idx_maps_lock);
+	m = idx_map_at(NULL);
+	if (m)
+		idx_map_set(m, p, len); /* untracked when out of memory */
+	pthread_mutex_unlock(&idx_maps_lock);
+	return p;
+}
+
+static int idx_munmap(void *addr, size_t len)
+{
+	char *a = addr;
+
+	pthread_mutex_lock(&idx_maps_lock);
+	for (int i = 0; i < IDX_MAX_MAPS; i++) {
+		struct idx_map *m = &idx_maps[i];
+
+		if (!m->addr || a + len <= m->addr || a >= m->addr + m->len)
+			continue;
+		if (a <= m->addr)
+			idx_map_drop(m); /* SQLite unmaps whole or a tail */
+		else
+			m->len = (size_t)(a - m->addr);
+	}
+	pthread_mutex_unlock(&idx_maps_lock);
+	return idx_os_munmap(addr, len);
+}
+
+/* SQLite calls it with MREMAP_MAYMOVE only (no fifth argument). */
+static void *idx_mremap(void *old, size_t oldlen, size_t len, int flags, ...)
+{
+	void *p = idx_os_mremap(old, oldlen, len, flags);
+	struct idx_map *m;
+
+	pthread_mutex_lock(&idx_maps_lock);
+	m = idx_map_at(old);
+	/* The page tables move with the pages: the windows stay done. */
+	if (m && (p == MAP_FAILED || idx_map_set(m, p, len) < 0))
+		idx_map_drop(m);
+	pthread_mutex_unlock(&idx_maps_lock);
+	return p;
+}
+
+/*
+ * Enters the IDX_MAP_BYTES window of the mapping that starts at base which
+ * holds offset off into the page tables, the first time it is fetched.
+ * Why: the first touch of a mapped page costs a page fault, which maps 16
+ * pages (the kernel's fault-around). Where faults are dear (this VM: a
+ * third of a cold lookup's time went to them) one madvise per window is
+ * much cheaper. The pages are the page cache's, as those of faults are.
+ */
+static void idx_map_populate(char *base, uint64_t off)
+{
+	uint64_t w = off / IDX_MAP_BYTES, bit = 1ull << (w % 64);
+	struct idx_map *m = NULL;
+	size_t start = (size_t)(w * IDX_MAP_BYTES), len = 0;
+
+	pthread_mutex_lock(&idx_maps_lock);
+	if (base)
+		m = idx_map_at(base);
+	if (m && w / 64 < m->nwords && !(m->done[w / 64] & bit) &&
+	    start < m->len) {
+		m->done[w / 64] |= bit;
+		len = m->len - start < IDX_MAP_BYTES ? m->len - start
+						     : IDX_MAP_BYTES;
+	}
+	pthread_mutex_unlock(&idx_maps_lock);
+	/*
+	 * A failure (a kernel before 5.14, a disk error) leaves the pages to
+	 * the faults, as without this call.
+	 */
+	if (len)
+		madvise(base + start, len, MADV_POPULATE_READ);
+}
+
 static int idx_vfs_fetch(sqlite3_file *f, sqlite3_int64 off, int n, void **out)
 {
 	const sqlite3_io_methods *m = IDX_REAL(f)->pMethods;
+	int rc;
 
 	/* No memory map: SQLite reads the page instead. */
 	*out = NULL;
-	return m->iVersion >= 3 ? m->xFetch(IDX_REAL(f), off, n, out)
-				: SQLITE_OK;
+	if (m->iVersion < 3)
+		return SQLITE_OK;
+	rc = m->xFetch(IDX_REAL(f), off, n, out);
+	if (rc == SQLITE_OK && *out && off >= 0)
+		idx_map_populate((char *)*out - off, (uint64_t)off);
+	return rc;
 }
 
 static int idx_vfs_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
@@ -278,6 +431,36 @@ static int idx_vfs_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f,
 	return SQLITE_OK;
 }
 
+/*
+ * Puts idx_mmap() and its siblings in the unix VFS's place, so that the
+ * mappings of database files are known (idx_map_populate()). It is the
+ * process's one unix VFS: every connection's mappings pass through them.
+ */
+static void idx_vfs_wrap_maps(void)
+{
+	sqlite3_vfs *v = idx_vfs_under;
+	sqlite3_syscall_ptr a, b, c;
+
+	if (v->iVersion < 3 || strcmp(v->zName, "unix") != 0)
+		return;
+	a = v->xGetSystemCall(v, "mmap");
+	b = v->xGetSystemCall(v, "munmap");
+	c = v->xGetSystemCall(v, "mremap");
+	if (!a || !b || !c)
+		return;
+	idx_os_mmap = (void *(*)(void *, size_t, int, int, int, off_t))a;
+	idx_os_munmap = (int (*)(void *, size_t))b;
+	idx_os_mremap = (void *(*)(void *, size_t, size_t, int, ...))c;
+	if (v->xSetSystemCall(v, "mmap", (sqlite3_syscall_ptr)idx_mmap) ||
+	    v->xSetSystemCall(v, "munmap", (sqlite3_syscall_ptr)idx_munmap) ||
+	    v->xSetSystemCall(v, "mremap", (sqlite3_syscall_ptr)idx_mremap)) {
+		/* Back to SQLite's own, all three. */
+		v->xSetSystemCall(v, "mmap", a);
+		v->xSetSystemCall(v, "munmap", b);
+		v->xSetSystemCall(v, "mremap", c);
+	}
+}
+
 static void idx_vfs_init(void)
 {
 	idx_vfs_under = sqlite3_vfs_find(NULL);
@@ -304,6 +487,7 @@ static void idx_vfs_init(void)
 		.xFetch = idx_vfs_fetch,
 		.xUnfetch = idx_vfs_unfetch,
 	};
+	idx_vfs_wrap_maps();
 	/* Everything but the open is the default VFS's own. */
 	idx_vfs = *idx_vfs_under;
 	idx_vfs.szOsFile =

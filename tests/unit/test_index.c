@@ -3,17 +3,15 @@
  * Unit tests of index/ (index.h), the database itself: a new index, reopening
  * one, format versions (a new index is version 2, version 1 is upgraded on
  * open, a newer one is refused), files that are not ours, corrupt or
- * read-only, idx_sync() during checkpoints, and concurrent renames,
- * unlinks and lookups. The namespace calls are tested in test_index_ns.c,
- * records and extents in test_index_records.c.
+ * read-only, idx_sync() during checkpoints, the read transaction reads
+ * share, and concurrent renames, unlinks and lookups. The namespace calls
+ * are tested in test_index_ns.c, records and extents in
+ * test_index_records.c, the VFS in test_index_vfs.c.
  */
 #include "test_index_fx.h"
 
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <pthread.h>
-#include <sys/mman.h>
-#include <sys/statfs.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -1025,89 +1023,6 @@ static void test_read_transaction_ends(void **state)
 	assert_int_equal(ino, a);
 }
 
-/* Pages of the file at path in the page cache, or -1. */
-static long resident_pages(const char *path)
-{
-	long page = sysconf(_SC_PAGESIZE), n = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	unsigned char *vec = NULL;
-	struct stat st;
-	void *map;
-
-	if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (map == MAP_FAILED)
-		return -1;
-	vec = malloc((size_t)(st.st_size + page - 1) / (size_t)page);
-	if (vec && mincore(map, (size_t)st.st_size, vec) == 0)
-		for (off_t i = 0; i < (st.st_size + page - 1) / page; i++)
-			n += vec[i] & 1;
-	else
-		n = -1;
-	free(vec);
-	munmap(map, (size_t)st.st_size);
-	return n;
-}
-
-/*
- * A database page missing from the page cache is read with the 128 KiB
- * around it (vfs.c): after the file's pages are dropped, one lookup brings
- * back at least a window's worth, where a lookup reads a handful of pages.
- */
-static void test_read_around(void **state)
-{
-	enum { NAMES = 20000, BATCH = 1000 };
-	struct fx *f = *state;
-	static char names[BATCH][16];
-	const char *ptrs[BATCH];
-	static struct idx_attr attrs[BATCH];
-	struct statfs sf;
-	long before, after = 0;
-	int fd;
-
-	for (int b = 0; b < NAMES / BATCH; b++) {
-		for (int i = 0; i < BATCH; i++) {
-			snprintf(names[i], sizeof(names[i]), "n%d",
-				 b * BATCH + i);
-			ptrs[i] = names[i];
-			attrs[i] = (struct idx_attr){.mode = S_IFREG | 0644,
-						     .nlink = 1,
-						     .mtime_ns = NOW};
-		}
-		assert_int_equal(idx_create_many(f->idx, KV_ROOT_INO, BATCH,
-						 ptrs, attrs),
-				 BATCH);
-	}
-	/* Closing checkpoints: every page is in the database file. */
-	fx_reopen(f);
-	assert_int_equal(statfs(f->db, &sf), 0);
-	fd = open(f->db, O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	assert_int_equal(fdatasync(fd), 0);
-	assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
-	close(fd);
-	before = resident_pages(f->db);
-	if (sf.f_type == TMPFS_MAGIC || before < 0 || before > 8) {
-		print_message("cannot drop the file's pages here (%ld left)\n",
-			      before);
-		skip();
-	}
-	assert_true(lookup_ino(f, KV_ROOT_INO, "n12345") > KV_ROOT_INO);
-	/* The window is read ahead: wait for it to land. */
-	for (int i = 0; i < 200 && after < 32; i++) {
-		after = resident_pages(f->db);
-		usleep(10000);
-	}
-	print_message("%ld pages cached before the lookup, %ld after\n", before,
-		      after);
-	assert_true(after >= 32);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1133,7 +1048,6 @@ int main(void)
 		T(test_race_unlink_vs_rename),
 		T(test_sync_during_checkpoints),
 		T(test_read_transaction_ends),
-		T(test_read_around),
 	};
 
 	/* Expected refusals log errors; info lines would only be noise. */
