@@ -174,9 +174,10 @@ struct idx {
 void idx_lock(struct idx *idx);
 void idx_unlock(struct idx *idx);
 /*
- * Takes idx->lock for statements that only read: they run in the read
- * transaction left open by the last reader, or in a new one left open for
- * the next (while rd_linger allows it), else each in its own.
+ * Takes idx->lock for statements that only read (every call that only
+ * reads takes it so): they run in the read transaction left open by the
+ * last reader, or in a new one left open for the next (while rd_linger
+ * allows it), else each in its own.
  */
 void idx_lock_read(struct idx *idx);
 

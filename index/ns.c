@@ -579,7 +579,7 @@ int idx_readlink(struct idx *idx, uint64_t ino, char *buf, size_t len)
 	sqlite3_stmt *st;
 	int rc;
 
-	idx_lock(idx);
+	idx_lock_read(idx);
 	st = idx->st[SID_READLINK];
 	idx_bind_i64(st, 1, (int64_t)ino);
 	rc = IDX_STEP(idx, st);

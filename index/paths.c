@@ -158,7 +158,7 @@ int idx_name_of(struct idx *idx, uint64_t ino, uint64_t *parent, char *name,
 	sqlite3_stmt *st;
 	int rc;
 
-	idx_lock(idx);
+	idx_lock_read(idx);
 	st = idx->st[SID_NAME_OF];
 	idx_bind_i64(st, 1, (int64_t)ino);
 	rc = IDX_STEP(idx, st);

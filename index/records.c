@@ -243,7 +243,7 @@ int idx_get_crcs(struct idx *idx, uint64_t ino, uint32_t **crcs,
 	size_t n = 0;
 	int rc;
 
-	idx_lock(idx);
+	idx_lock_read(idx);
 	st = idx->st[SID_GET_CRCS];
 	idx_bind_i64(st, 1, (int64_t)ino);
 	rc = IDX_STEP(idx, st);
@@ -341,7 +341,7 @@ static int idx_names_by(struct idx *idx, int sid, const int64_t *args,
 	sqlite3_stmt *st;
 	int rc;
 
-	idx_lock(idx);
+	idx_lock_read(idx);
 	st = idx->st[sid];
 	idx_bind_args(st, args, nargs);
 	idx_bind_i64(st, nargs + 1, (int64_t)max);
@@ -402,7 +402,7 @@ int idx_file_records(struct idx *idx, uint32_t file_id, uint64_t from,
 
 	if (from > INT64_MAX)
 		return 0;
-	idx_lock(idx);
+	idx_lock_read(idx);
 	st = idx->st[SID_FILE_RECORDS];
 	idx_bind_args(st,
 		      IDX_ARGS(file_id, (int64_t)from,
@@ -471,7 +471,7 @@ int idx_horizons_get(struct idx *idx, uint32_t *ids, uint64_t *offs, size_t max)
 	size_t n = 0;
 	int rc = 0;
 
-	idx_lock(idx);
+	idx_lock_read(idx);
 	st = idx->st[SID_HORIZONS_GET];
 	while (n < max && (rc = IDX_STEP(idx, st)) == 1) {
 		int64_t id = sqlite3_column_int64(st, 0);

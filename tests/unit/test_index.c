@@ -990,8 +990,8 @@ static void test_sync_during_checkpoints(void **state)
  * Reads share a read transaction that stays open between them (index.c,
  * idx_lock_read()) while the checkpointer runs: a write after one still
  * commits at once, and once reads stop the transaction ends within two of
- * the checkpointer's ticks (1 s each), so a change made behind the index's back, which
- * its open snapshot cannot see, is seen again.
+ * the checkpointer's ticks (1 s each), so a change made behind the index's
+ * back, which its open snapshot cannot see, is seen again.
  */
 static void test_read_transaction_ends(void **state)
 {
