@@ -83,6 +83,25 @@ static void idx_mutex_lock(struct idx *idx)
 	(void)rc;
 }
 
+/*
+ * Ends the open transaction: commits when rc >= 0 and returns rc (or the
+ * commit's error), rolls back otherwise and returns rc.
+ */
+static int idx_end(struct idx *idx, int rc)
+{
+	if (rc >= 0) {
+		int crc = IDX_RUN(idx, idx->st[SID_COMMIT]);
+
+		if (crc == 0)
+			return rc;
+		rc = crc;
+	}
+	/* Some errors (IOERR, FULL, NOMEM) have rolled back already. */
+	if (!sqlite3_get_autocommit(idx->db))
+		IDX_RUN(idx, idx->st[SID_ROLLBACK]);
+	return rc;
+}
+
 /* Ends the read transaction a reader left open, if there is one. */
 static void idx_end_read(struct idx *idx)
 {
@@ -90,10 +109,8 @@ static void idx_end_read(struct idx *idx)
 		return;
 	idx->rd_open = 0;
 	/* An error may have rolled it back already. */
-	if (!sqlite3_get_autocommit(idx->db) &&
-	    IDX_RUN(idx, idx->st[SID_COMMIT]) < 0 &&
-	    !sqlite3_get_autocommit(idx->db))
-		IDX_RUN(idx, idx->st[SID_ROLLBACK]);
+	if (!sqlite3_get_autocommit(idx->db))
+		idx_end(idx, 0);
 }
 
 void idx_lock(struct idx *idx)
@@ -343,25 +360,6 @@ int idx_get(struct idx *idx, int sid, const int64_t *args, int nargs,
 	idx_lock_read(idx);
 	rc = idx_row(idx, sid, args, nargs, cols, ncols, caller);
 	idx_unlock(idx);
-	return rc;
-}
-
-/*
- * Ends the open transaction: commits when rc >= 0 and returns rc (or the
- * commit's error), rolls back otherwise and returns rc.
- */
-static int idx_end(struct idx *idx, int rc)
-{
-	if (rc >= 0) {
-		int crc = IDX_RUN(idx, idx->st[SID_COMMIT]);
-
-		if (crc == 0)
-			return rc;
-		rc = crc;
-	}
-	/* Some errors (IOERR, FULL, NOMEM) have rolled back already. */
-	if (!sqlite3_get_autocommit(idx->db))
-		IDX_RUN(idx, idx->st[SID_ROLLBACK]);
 	return rc;
 }
 

@@ -56,13 +56,17 @@
  */
 #define IDX_RA_SLOW_NS 10000
 
+/* A bit per window of a file, grown as windows are met. */
+struct idx_bits {
+	uint64_t *w;
+	size_t nwords;
+};
+
 /* An open file: ours first, the default VFS's file right after it. */
 struct idx_vfs_file {
 	sqlite3_file base;
 	int fd; /* the real file's descriptor, for the advice; -1: none */
-	/* Windows read around since the open, a bit each (grows). */
-	uint64_t *seen;
-	size_t nwords;
+	struct idx_bits seen; /* windows read around since the open */
 	sqlite3_file *real;
 };
 
@@ -88,8 +92,7 @@ struct idx_unix_head {
 struct idx_map {
 	char *addr; /* NULL: a free slot */
 	size_t len;
-	uint64_t *done;
-	size_t nwords;
+	struct idx_bits done;
 };
 
 /* Protected by idx_maps_lock. */
@@ -108,6 +111,34 @@ static int idx_vfs_ok;
 
 #define IDX_REAL(f) (((struct idx_vfs_file *)(f))->real)
 
+/* Sets bit i; 1 when it was not set (or when out of memory: 0). */
+static int idx_bits_first(struct idx_bits *b, uint64_t i)
+{
+	size_t word = (size_t)(i / 64), n;
+	uint64_t bit = 1ull << (i % 64), *grown;
+
+	if (word >= b->nwords) {
+		for (n = b->nwords ? b->nwords : 16; n <= word; n *= 2)
+			;
+		grown = realloc(b->w, n * sizeof(*grown));
+		if (!grown)
+			return 0;
+		memset(grown + b->nwords, 0, (n - b->nwords) * sizeof(*grown));
+		b->w = grown;
+		b->nwords = n;
+	}
+	if (b->w[word] & bit)
+		return 0;
+	b->w[word] |= bit;
+	return 1;
+}
+
+static void idx_bits_free(struct idx_bits *b)
+{
+	free(b->w);
+	*b = (struct idx_bits){0};
+}
+
 static int idx_vfs_close(sqlite3_file *f)
 {
 	struct idx_vfs_file *p = (struct idx_vfs_file *)f;
@@ -115,32 +146,8 @@ static int idx_vfs_close(sqlite3_file *f)
 				   : SQLITE_OK;
 
 	p->fd = -1; /* the real file's, closed by it */
-	free(p->seen);
-	p->seen = NULL;
-	p->nwords = 0;
+	idx_bits_free(&p->seen);
 	return rc;
-}
-
-/* Marks window w seen; 1 when it was not (or when out of memory: 0). */
-static int idx_vfs_first_touch(struct idx_vfs_file *p, uint64_t w)
-{
-	size_t word = (size_t)(w / 64), n;
-	uint64_t bit = 1ull << (w % 64), *grown;
-
-	if (word >= p->nwords) {
-		for (n = p->nwords ? p->nwords : 16; n <= word; n *= 2)
-			;
-		grown = realloc(p->seen, n * sizeof(*grown));
-		if (!grown)
-			return 0;
-		memset(grown + p->nwords, 0, (n - p->nwords) * sizeof(*grown));
-		p->seen = grown;
-		p->nwords = n;
-	}
-	if (p->seen[word] & bit)
-		return 0;
-	p->seen[word] |= bit;
-	return 1;
 }
 
 static int64_t idx_vfs_now_ns(void)
@@ -164,7 +171,7 @@ static int idx_vfs_read(sqlite3_file *f, void *buf, int n, sqlite3_int64 off)
 		 * window first, and then waits for it as one disk read when it
 		 * is not cached (a cached window costs one quick call, once).
 		 */
-		if (idx_vfs_first_touch(p, (uint64_t)win / IDX_RA_BYTES))
+		if (idx_bits_first(&p->seen, (uint64_t)win / IDX_RA_BYTES))
 			posix_fadvise(p->fd, win, IDX_RA_BYTES,
 				      POSIX_FADV_WILLNEED);
 		else
@@ -267,25 +274,9 @@ static struct idx_map *idx_map_at(const void *addr)
 	return NULL;
 }
 
-/* Sets up m for a mapping [addr, addr + len); 0 or -1 (no memory). */
-static int idx_map_set(struct idx_map *m, void *addr, size_t len)
-{
-	size_t nwords = (len / IDX_MAP_BYTES + 64) / 64;
-	uint64_t *done = realloc(m->done, nwords * sizeof(*done));
-
-	if (!done)
-		return -1;
-	if (nwords > m->nwords)
-		memset(done + m->nwords, 0,
-		       (nwords - m->nwords) * sizeof(*done));
-	*m = (struct idx_map){
-		.addr = addr, .len = len, .done = done, .nwords = nwords};
-	return 0;
-}
-
 static void idx_map_drop(struct idx_map *m)
 {
-	free(m->done);
+	idx_bits_free(&m->done);
 	*m = (struct idx_map){0};
 }
 
@@ -301,7 +292,7 @@ static void *idx_mmap(void *addr, size_t len, int prot, int flags, int fd,
 	pthread_mutex_lock(&idx_maps_lock);
 	m = idx_map_at(NULL);
 	if (m)
-		idx_map_set(m, p, len); /* untracked when out of memory */
+		*m = (struct idx_map){.addr = p, .len = len};
 	pthread_mutex_unlock(&idx_maps_lock);
 	return p;
 }
@@ -334,8 +325,12 @@ static void *idx_mremap(void *old, size_t oldlen, size_t len, int flags, ...)
 	pthread_mutex_lock(&idx_maps_lock);
 	m = idx_map_at(old);
 	/* The page tables move with the pages: the windows stay done. */
-	if (m && (p == MAP_FAILED || idx_map_set(m, p, len) < 0))
+	if (m && p == MAP_FAILED) {
 		idx_map_drop(m);
+	} else if (m) {
+		m->addr = p;
+		m->len = len;
+	}
 	pthread_mutex_unlock(&idx_maps_lock);
 	return p;
 }
@@ -350,19 +345,16 @@ static void *idx_mremap(void *old, size_t oldlen, size_t len, int flags, ...)
  */
 static void idx_map_populate(char *base, uint64_t off)
 {
-	uint64_t w = off / IDX_MAP_BYTES, bit = 1ull << (w % 64);
+	uint64_t w = off / IDX_MAP_BYTES;
 	struct idx_map *m = NULL;
 	size_t start = (size_t)(w * IDX_MAP_BYTES), len = 0;
 
 	pthread_mutex_lock(&idx_maps_lock);
 	if (base)
 		m = idx_map_at(base);
-	if (m && w / 64 < m->nwords && !(m->done[w / 64] & bit) &&
-	    start < m->len) {
-		m->done[w / 64] |= bit;
+	if (m && start < m->len && idx_bits_first(&m->done, w))
 		len = m->len - start < IDX_MAP_BYTES ? m->len - start
 						     : IDX_MAP_BYTES;
-	}
 	pthread_mutex_unlock(&idx_maps_lock);
 	/*
 	 * A failure (a kernel before 5.14, a disk error) leaves the pages to
@@ -416,8 +408,7 @@ static int idx_vfs_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f,
 
 	p->real = (sqlite3_file *)(p + 1);
 	p->fd = -1;
-	p->seen = NULL;
-	p->nwords = 0;
+	p->seen = (struct idx_bits){0};
 	rc = idx_vfs_under->xOpen(idx_vfs_under, name, p->real, flags,
 				  out_flags);
 	if (rc != SQLITE_OK) {

@@ -9,11 +9,11 @@
  * Threads: fs_lookup runs on FUSE workers; fs_lookup_answer and fs_probe on
  * the verdict cache's probe worker, or on the FUSE worker whose lookup
  * probes its batch itself (inline probe); fs_lookup_interrupt on the FUSE
- * session thread. None of them ever calls a kernel notification directly (they go
- * through the notifier thread): the probe worker completes parked LOOKUPs,
- * and an invalidation from it would wait for them: the kernel's entry
- * invalidation blocks while a LOOKUP of that directory is parked (kvfs(7),
- * KERNEL FACTS).
+ * session thread. None of them ever calls a kernel notification directly
+ * (they go through the notifier thread): the probe worker completes parked
+ * LOOKUPs, and an invalidation from it would wait for them: the kernel's
+ * entry invalidation blocks while a LOOKUP of that directory is parked
+ * (kvfs(7), KERNEL FACTS).
  */
 #include <errno.h>
 #include <fuse_lowlevel.h>
