@@ -110,6 +110,29 @@ int fs_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
 }
 
 /*
+ * A change of n's bytes by uid, n->rw held exclusive: as the kernel's
+ * file_remove_privs() (with root standing for CAP_FSETID), a caller other
+ * than root clears the set-uid bit and the set-gid bit of a
+ * group-executable file, saved at once.
+ */
+int fs_kill_setid_locked(struct fs *fs, struct node *n, uid_t uid)
+{
+	mode_t m = n->attr.mode;
+	struct idx_attr a;
+
+	if (uid != 0 && (m & S_ISUID))
+		m &= ~(mode_t)S_ISUID;
+	if (uid != 0 && (m & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+		m &= ~(mode_t)S_ISGID;
+	if (m == n->attr.mode)
+		return 0;
+	n->attr.mode = m;
+	a = n->attr;
+	a.size = n->disk_size;
+	return idx_setattr(fs->idx, &a);
+}
+
+/*
  * An open with O_TRUNC of a regular file (whatever its access mode: the
  * kernel asked for write permission), with n->rw held exclusive: the size
  * goes to 0 and mtime and ctime to now even when the file was empty
@@ -121,24 +144,12 @@ int fs_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
 int fs_open_trunc_locked(struct fs *fs, struct node *n,
 			 struct fuse_file_info *fi, uid_t uid)
 {
-	mode_t m = n->attr.mode;
 	int rc;
 
 	rc = fs_truncate_locked(fs, n, 0, fs_now_ns());
 	if (rc < 0)
 		return rc;
-	if (uid != 0 && (m & S_ISUID))
-		m &= ~(mode_t)S_ISUID;
-	if (uid != 0 && (m & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
-		m &= ~(mode_t)S_ISGID;
-	if (m != n->attr.mode) {
-		struct idx_attr a;
-
-		n->attr.mode = m;
-		a = n->attr;
-		a.size = n->disk_size;
-		rc = idx_setattr(fs->idx, &a);
-	}
+	rc = fs_kill_setid_locked(fs, n, uid);
 	if (rc == 0 && (fi->flags & O_ACCMODE) == O_RDONLY)
 		rc = wb_save_locked(fs, n);
 	return rc;
@@ -437,6 +448,14 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		return;
 	}
 	pthread_rwlock_wrlock(&n->rw);
+	/* The kernel leaves it to kvfs on a direct_io handle (ops.c). */
+	if (h->dio && (n->attr.mode & (S_ISUID | S_ISGID)))
+		rc = fs_kill_setid_locked(fs, n, fuse_req_ctx(req)->uid);
+	if (rc < 0) {
+		pthread_rwlock_unlock(&n->rw);
+		fs_reply_err(req, rc);
+		return;
+	}
 	if (kv_ext_large(&n->attr.ext)) {
 		pthread_rwlock_unlock(&n->rw);
 		rc = fs_ext_write(fs, n, buf, size, (uint64_t)off,

@@ -27,6 +27,7 @@ struct fs_handle {
 	atomic_int read_seen; /* a read came: the atime rules ran */
 	atomic_int writing;   /* wrote since its last FLUSH (n->writers) */
 	int bid; /* the kernel serves it from this backing file (extent.h) */
+	int dio; /* opened direct_io: writes skip the page cache (ops.c) */
 };
 
 static inline struct fs *fs_of(fuse_req_t req)
@@ -73,6 +74,8 @@ void fs_read_atime(struct fs *fs, struct fs_handle *h);
 /* Changes n's size to size (zeros past the old end). n->rw exclusive. */
 int fs_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
 		       int64_t now);
+/* Clears set-id bits as a write by uid would (n->rw exclusive). */
+int fs_kill_setid_locked(struct fs *fs, struct node *n, uid_t uid);
 /*
  * An OPEN with O_TRUNC of the regular file n by user uid (fi: the
  * open's), n->rw exclusive: truncation as ext4 does it (see fileio.c).

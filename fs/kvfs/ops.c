@@ -750,6 +750,17 @@ static int fs_open_node(struct fs *fs, struct node *n,
 	 * kernel refuses it with passthrough, which has no pages of its own).
 	 */
 	fi->keep_cache = !h->bid;
+	/*
+	 * A write-only handle's bytes go from the caller's pages to kvfs
+	 * (FOPEN_DIRECT_IO): no copy into page cache nobody reads through it
+	 * (a copy per page, and fresh pages to fill), and no GETXATTR of
+	 * security.capability per write. The kernel drops cached pages of
+	 * the range, so other handles read what it wrote. It cannot mmap. The
+	 * kernel then leaves the set-id bits to kvfs (fs_write()).
+	 */
+	if (S_ISREG(n->attr.mode) && !h->bid &&
+	    (fi->flags & O_ACCMODE) == O_WRONLY)
+		fi->direct_io = h->dio = 1;
 	/* Nothing to save on close of a read-only open: skip FLUSH. */
 	if ((fi->flags & O_ACCMODE) == O_RDONLY)
 		fi->noflush = 1;

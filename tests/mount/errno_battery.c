@@ -347,6 +347,7 @@ static void battery(void)
 	sec_open_unlink_rename();
 	sec_eof_pread();
 	sec_pwrite();
+	sec_wronly_cache();
 	sec_odirect();
 	sec_statfs_sync();
 	sec_readdir();

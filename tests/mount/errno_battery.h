@@ -105,6 +105,7 @@ void sec_xattr(void);
 void sec_open_unlink_rename(void);
 void sec_eof_pread(void);
 void sec_pwrite(void);
+void sec_wronly_cache(void);
 void sec_odirect(void);
 void sec_statfs_sync(void);
 void sec_readdir(void);

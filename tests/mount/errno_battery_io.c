@@ -541,6 +541,60 @@ void sec_pwrite(void)
 	free(model);
 }
 
+/*
+ * What a write-only handle writes is what every other handle reads next:
+ * one that read the pages before, one that maps them, a new one (kvfs
+ * serves write-only handles without the page cache). A write-only
+ * descriptor cannot be mapped.
+ */
+void sec_wronly_cache(void)
+{
+	unsigned char want[3 * PAGE], got[3 * PAGE];
+	unsigned char *map = MAP_FAILED;
+	int r, w, r2;
+
+	if (mkfile("wo", sizeof(want), 5) < 0)
+		fail_setup("mkfile wo");
+	pattern(want, sizeof(want), 5);
+	r = open("wo", O_RDONLY);
+	T("wronly.reader-open", r);
+	TN("wronly.reader-read", pread(r, got, sizeof(got), 0));
+	if (r >= 0)
+		map = mmap(NULL, sizeof(want), PROT_READ, MAP_SHARED, r, 0);
+	printf("wronly.reader-map: %s\n",
+	       map == MAP_FAILED ? ename(errno) : "OK");
+	if (map != MAP_FAILED)
+		printf("wronly.map-before: %s\n",
+		       memcmp(map, want, sizeof(want)) ? "BAD" : "match");
+	w = open("wo", O_WRONLY);
+	T("wronly.writer-open", w);
+	T("wronly.writer-mmap",
+	  mmap(NULL, PAGE, PROT_WRITE, MAP_SHARED, w, 0) == MAP_FAILED ? -1
+								       : 0);
+	memset(want + PAGE, 'B', PAGE);
+	memcpy(want + 100, "unaligned", 9);
+	TN("wronly.write-page", pwrite(w, want + PAGE, PAGE, PAGE));
+	TN("wronly.write-bytes", pwrite(w, want + 100, 9, 100));
+	memset(got, 0, sizeof(got));
+	TN("wronly.reader-again", pread(r, got, sizeof(got), 0));
+	printf("wronly.reader-sees: %s\n",
+	       memcmp(got, want, sizeof(want)) ? "STALE" : "match");
+	if (map != MAP_FAILED) {
+		printf("wronly.map-sees: %s\n",
+		       memcmp(map, want, sizeof(want)) ? "STALE" : "match");
+		munmap(map, sizeof(want));
+	}
+	r2 = open("wo", O_RDONLY);
+	memset(got, 0, sizeof(got));
+	TN("wronly.new-reader", pread(r2, got, sizeof(got), 0));
+	printf("wronly.new-reader-sees: %s\n",
+	       memcmp(got, want, sizeof(want)) ? "STALE" : "match");
+	close(r2);
+	close(w);
+	close(r);
+	expect_content("wronly.content", "wo", want, sizeof(want));
+}
+
 void sec_odirect(void)
 {
 	size_t n = 64 * KiB;
