@@ -113,12 +113,15 @@ int fs_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
  * A change of n's bytes by uid, n->rw held exclusive: as the kernel's
  * file_remove_privs() (with root standing for CAP_FSETID), a caller other
  * than root clears the set-uid bit and the set-gid bit of a
- * group-executable file, saved at once.
+ * group-executable file, saved at once. The kernel is told to forget the
+ * inode's attributes: nothing else it does now refreshes the mode it
+ * checks (an exec of a file just written).
  */
 int fs_kill_setid_locked(struct fs *fs, struct node *n, uid_t uid)
 {
 	mode_t m = n->attr.mode;
 	struct idx_attr a;
+	int rc;
 
 	if (uid != 0 && (m & S_ISUID))
 		m &= ~(mode_t)S_ISUID;
@@ -129,7 +132,10 @@ int fs_kill_setid_locked(struct fs *fs, struct node *n, uid_t uid)
 	n->attr.mode = m;
 	a = n->attr;
 	a.size = n->disk_size;
-	return idx_setattr(fs->idx, &a);
+	rc = idx_setattr(fs->idx, &a);
+	if (rc == 0)
+		notify_inode(fs->notify, n->ino);
+	return rc;
 }
 
 /*

@@ -756,10 +756,12 @@ static int fs_open_node(struct fs *fs, struct node *n,
 	 * (a copy per page, and fresh pages to fill), and no GETXATTR of
 	 * security.capability per write. The kernel drops cached pages of
 	 * the range, so other handles read what it wrote. It cannot mmap. The
-	 * kernel then leaves the set-id bits to kvfs (fs_write()).
+	 * kernel then leaves the set-id bits to kvfs (fs_write()). Not for
+	 * O_DIRECT, which skips the page cache anyway: the kernel sends the
+	 * requests of one such write together, of a direct_io one in turn.
 	 */
 	if (S_ISREG(n->attr.mode) && !h->bid &&
-	    (fi->flags & O_ACCMODE) == O_WRONLY)
+	    (fi->flags & (O_ACCMODE | O_DIRECT)) == O_WRONLY)
 		fi->direct_io = h->dio = 1;
 	/* Nothing to save on close of a read-only open: skip FLUSH. */
 	if ((fi->flags & O_ACCMODE) == O_RDONLY)
