@@ -91,6 +91,12 @@ ncpu=$(getconf _NPROCESSORS_CONF)
 REF=$(t_plain_dir ref)
 t_mount "$DATA" "$MNT" -o io_uring,io_uring_q_depth=4
 pid=${T_PID[$MNT]}
+# The line comes when the rings start, which may be just after the mount
+# appears (a CI run once looked first): wait for it, 10 s at most.
+for _ in $(seq 100); do
+	grep -q 'serving FUSE over io_uring' "${T_LOG[$MNT]}" && break
+	sleep 0.1
+done
 grep -q 'serving FUSE over io_uring' "${T_LOG[$MNT]}" ||
 	t_fail "no 'serving FUSE over io_uring' line in the daemon's log"
 read -r nring before < <(ring_switches "$pid") ||
