@@ -455,7 +455,7 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 	}
 	pthread_rwlock_wrlock(&n->rw);
 	/* The kernel leaves it to kvfs on a direct_io handle (ops.c). */
-	if (h->dio && (n->attr.mode & (S_ISUID | S_ISGID)))
+	if (fs_handle_direct(h) && (n->attr.mode & (S_ISUID | S_ISGID)))
 		rc = fs_kill_setid_locked(fs, n, fuse_req_ctx(req)->uid);
 	if (rc < 0) {
 		pthread_rwlock_unlock(&n->rw);

@@ -9,6 +9,7 @@
 #ifndef KVFS_FILEIO_H
 #define KVFS_FILEIO_H
 
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -27,8 +28,16 @@ struct fs_handle {
 	atomic_int read_seen; /* a read came: the atime rules ran */
 	atomic_int writing;   /* wrote since its last FLUSH (n->writers) */
 	int bid; /* the kernel serves it from this backing file (extent.h) */
-	int dio; /* opened direct_io: writes skip the page cache (ops.c) */
 };
+
+/*
+ * Whether OPEN gave h direct_io (ops.c): a write-only open without
+ * O_DIRECT that is not passed through (h->flags and h->bid set).
+ */
+static inline int fs_handle_direct(const struct fs_handle *h)
+{
+	return !h->bid && (h->flags & (O_ACCMODE | O_DIRECT)) == O_WRONLY;
+}
 
 static inline struct fs *fs_of(fuse_req_t req)
 {

@@ -760,9 +760,8 @@ static int fs_open_node(struct fs *fs, struct node *n,
 	 * O_DIRECT, which skips the page cache anyway: the kernel sends the
 	 * requests of one such write together, of a direct_io one in turn.
 	 */
-	if (S_ISREG(n->attr.mode) && !h->bid &&
-	    (fi->flags & (O_ACCMODE | O_DIRECT)) == O_WRONLY)
-		fi->direct_io = h->dio = 1;
+	if (S_ISREG(n->attr.mode) && fs_handle_direct(h))
+		fi->direct_io = 1;
 	/* Nothing to save on close of a read-only open: skip FLUSH. */
 	if ((fi->flags & O_ACCMODE) == O_RDONLY)
 		fi->noflush = 1;
