@@ -285,6 +285,8 @@ int ctlproto_response_parse(const char *text, struct ctlproto_json *out);
 	  "Bytes read from extent files.")                                     \
 	X(PASSTHROUGH_OPENS, "passthrough_opens_total", counter,               \
 	  "Opens of extent files the kernel serves from the backing file.")    \
+	X(GETXATTRS, "getxattr_requests_total", counter,                       \
+	  "GETXATTRs (one per write of a handle without direct_io).")          \
 	X(RADOS_REACHABLE, "rados_reachable", gauge,                           \
 	  "1 while the shared tier's cluster answers (0: off or down).")       \
 	X(RADOS_PUTS_QUEUED, "rados_puts_queued", gauge,                       \

@@ -217,6 +217,8 @@ static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 			    atomic_load(&fs->ext_read_bytes));
 	ctlproto_metric_put(t, CTLPROTO_M_PASSTHROUGH_OPENS,
 			    atomic_load(&fs->pt_opens));
+	ctlproto_metric_put(t, CTLPROTO_M_GETXATTRS,
+			    atomic_load(&fs->getxattrs));
 	fs_ctl_share_stats(fs, t);
 }
 

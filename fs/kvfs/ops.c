@@ -1101,6 +1101,7 @@ static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	char *buf = NULL;
 	int rc;
 
+	atomic_fetch_add(&fs->getxattrs, 1);
 	rc = fs_xattr_ns(name, 0);
 	if (rc < 0) {
 		fs_reply_err(req, rc);

@@ -528,11 +528,37 @@ case_evict_queued() {
 	t_umount "$MNT"
 }
 
+# g: a write-only open is served with direct_io: the kernel sends no
+# GETXATTR (security.capability) before its writes, as it does before each
+# write of a read-write one (which shows the count can move).
+case_wronly_direct() {
+	local g0 n
+	t_mount "$DATA" "$MNT"
+	kv_need "$MNT" getxattr_requests_total
+	g0=$OUT
+	dd if=/dev/zero of="$MNT/wo.bin" bs=4k count=5 status=none ||
+		t_fail "g: dd to a write-only open"
+	kv_need "$MNT" getxattr_requests_total
+	[ "$OUT" -eq "$g0" ] ||
+		t_fail "g: $((OUT - g0)) GETXATTRs for a write-only open (want 0)"
+	python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+for _ in range(5):
+    os.write(fd, b"x" * 4096)
+os.close(fd)' "$MNT/rw.bin" || t_fail "g: writes to a read-write open"
+	kv_need "$MNT" getxattr_requests_total
+	n=$((OUT - g0))
+	((n > 0)) || t_fail "g: no GETXATTR for a read-write open's writes"
+	t_log "g: write-only open: no GETXATTR; read-write: $n for 5 writes"
+	t_umount "$MNT"
+}
+
 t_init
 T_CLEANUP_HOOKS+=(wb_reap)
 [ "$T_MODE" = mount ] || t_finish
 case_open_budget
 case_fallocate
+case_wronly_direct
 if [ "${KVFS_FAULT_INJECTION:-0}" = 1 ]; then
 	case_queue
 	case_kill_waiter
