@@ -3,7 +3,7 @@
  * Unit tests of index/vfs.c, the index's own SQLite VFS, seen from outside:
  * a cold page read asks the kernel for its whole window (read-around), and
  * a page fetched through the mapping enters its whole window into the page
- * tables.
+ * tables, and the mapping asks for huge pages.
  */
 #include "test_index_fx.h"
 
@@ -36,8 +36,12 @@ static void make_names(struct fx *f)
 	}
 }
 
-/* KiB of the file at path mapped into this process (smaps' Rss), or -1. */
-static long mapped_kib(const char *path)
+/*
+ * KiB of the file at path mapped into this process (smaps' Rss), or -1;
+ * *hg (when not NULL) says whether each of its mappings has VM_HUGEPAGE
+ * (VmFlags "hg").
+ */
+static long mapped_kib(const char *path, int *hg)
 {
 	char real[PATH_MAX], line[PATH_MAX + 128];
 	FILE *fp = fopen("/proc/self/smaps", "r");
@@ -49,6 +53,8 @@ static long mapped_kib(const char *path)
 			fclose(fp);
 		return -1;
 	}
+	if (hg)
+		*hg = 1;
 	while (fgets(line, sizeof(line), fp)) {
 		size_t n = strlen(line), m = strlen(real);
 
@@ -58,9 +64,12 @@ static long mapped_kib(const char *path)
 		    strncmp(line + n - 1 - m, real, m) == 0) {
 			ours = 1;
 			total = total < 0 ? 0 : total;
-		} else if (sscanf(line, "Rss: %ld kB", &kib) == 1) {
-			if (ours)
-				total += kib;
+		} else if (ours && sscanf(line, "Rss: %ld kB", &kib) == 1) {
+			total += kib;
+		} else if (ours && strncmp(line, "VmFlags:", 8) == 0) {
+			/* The last field of a mapping's entry. */
+			if (hg && !strstr(line, " hg"))
+				*hg = 0;
 			ours = 0;
 		}
 	}
@@ -85,10 +94,32 @@ static void test_map_populate(void **state)
 	assert_true(st.st_size >= 2 << 20);
 	assert_int_equal(idx_set_mmap(f->idx, 1 << 30), 0);
 	assert_true(lookup_ino(f, KV_ROOT_INO, "n12345") > KV_ROOT_INO);
-	kib = mapped_kib(f->db);
+	kib = mapped_kib(f->db, NULL);
 	print_message("%ld KiB of a %lld KiB index mapped after a lookup\n",
 		      kib, (long long)st.st_size / 1024);
 	assert_true(kib >= 1024);
+}
+
+/*
+ * The index's mapping asks for huge pages (vfs.c, idx_mmap()), so that
+ * the kernel may map 2 MiB of it with one page-table entry. Whether it
+ * does depends on the file system and free memory; the advice is checked.
+ */
+static void test_map_hugepage(void **state)
+{
+	struct fx *f = *state;
+	int hg = 0;
+
+	if (access("/sys/kernel/mm/transparent_hugepage", F_OK) != 0) {
+		print_message("no transparent huge pages in this kernel\n");
+		skip();
+	}
+	make_names(f);
+	fx_reopen(f);
+	assert_int_equal(idx_set_mmap(f->idx, 1 << 30), 0);
+	assert_true(lookup_ino(f, KV_ROOT_INO, "n12345") > KV_ROOT_INO);
+	assert_true(mapped_kib(f->db, &hg) > 0);
+	assert_true(hg);
 }
 
 /* Pages of the file at path in the page cache, or -1. */
@@ -163,6 +194,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_read_around),
 		T(test_map_populate),
+		T(test_map_hugepage),
 	};
 
 	log_set_level(LOG_LVL_WARN);
