@@ -113,9 +113,9 @@ int fs_truncate_locked(struct fs *fs, struct node *n, uint64_t size,
  * A change of n's bytes by uid, n->rw held exclusive: as the kernel's
  * file_remove_privs() (with root standing for CAP_FSETID), a caller other
  * than root clears the set-uid bit and the set-gid bit of a
- * group-executable file, saved at once. The kernel is told to forget the
- * inode's attributes: nothing else it does now refreshes the mode it
- * checks (an exec of a file just written).
+ * group-executable file, saved at once. The kernel forgets the inode's
+ * attributes before the reply: nothing else it does refreshes the mode it
+ * checks (an exec of a file just written, statx(2) of STATX_MODE).
  */
 int fs_kill_setid_locked(struct fs *fs, struct node *n, uid_t uid)
 {
@@ -133,8 +133,12 @@ int fs_kill_setid_locked(struct fs *fs, struct node *n, uid_t uid)
 	a = n->attr;
 	a.size = n->disk_size;
 	rc = idx_setattr(fs->idx, &a);
-	if (rc == 0)
-		notify_inode(fs->notify, n->ino);
+	if (rc == 0 && notify_attrs_now(fs->notify, n->ino) < 0)
+		log_warn("inode %llu: mode now %04o, but the kernel may "
+			 "check its old set-id bits until its attributes time "
+			 "out",
+			 (unsigned long long)n->ino,
+			 (unsigned)(a.mode & 07777));
 	return rc;
 }
 

@@ -5,7 +5,9 @@
  * a LOOKUP handler of the same directory those calls deadlock the mount, and
  * they block while any LOOKUP of that directory is parked (measured: 1.2 to
  * 1.7 s, exactly until the parked lookup was answered; kvfs(7), KERNEL
- * FACTS), so handlers only queue work here and never wait for it.
+ * FACTS), so handlers only queue work here and never wait for it. The
+ * exception is notify_attrs_now(): forgetting an inode's attributes alone
+ * takes none of the locks a request holds, so a handler does it itself.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -194,6 +196,19 @@ void notify_inode(struct notify *nt, uint64_t ino)
 	}
 	it->ino = ino;
 	notify_push(nt, it);
+}
+
+int notify_attrs_now(struct notify *nt, uint64_t ino)
+{
+	int rc;
+
+	if (!nt)
+		return 0;
+	/* A negative offset: the attributes, not the pages (no page locks). */
+	rc = fuse_lowlevel_notify_inval_inode(nt->se, ino, -1, 0);
+	if (rc == 0)
+		atomic_fetch_add(&nt->sent, 1);
+	return rc == -ENOENT ? 0 : rc;
 }
 
 uint64_t notify_count(struct notify *nt)

@@ -31,6 +31,14 @@ void notify_entry(struct notify *nt, uint64_t parent, const char *name);
 void notify_entry_sync(struct notify *nt, uint64_t parent, const char *name);
 /* Makes the kernel forget ino's attributes and cached pages. */
 void notify_inode(struct notify *nt, uint64_t ino);
+/*
+ * Makes the kernel forget ino's attributes (not its pages) before it
+ * returns, so that the caller's reply is ordered after it. Any handler may
+ * call it, with node locks held: the kernel takes no lock for it that a
+ * request holds. Returns 0 (also when the kernel had no such inode) or
+ * -errno.
+ */
+int notify_attrs_now(struct notify *nt, uint64_t ino);
 /* Invalidations the kernel accepted so far. */
 uint64_t notify_count(struct notify *nt);
 

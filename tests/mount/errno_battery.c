@@ -193,6 +193,17 @@ void show_stat(const char *name, const char *p, int follow)
 	printf("\n");
 }
 
+void show_mode(const char *name, const char *p)
+{
+	struct statx stx;
+
+	if (statx(AT_FDCWD, p, AT_SYMLINK_NOFOLLOW, STATX_MODE, &stx) < 0)
+		printf("%s: %s\n", name, ename(errno));
+	else
+		printf("%s: mode=%04o\n", name,
+		       (unsigned)(stx.stx_mode & 07777));
+}
+
 void show_times(const char *name, const char *p, int follow)
 {
 	struct stat st;

@@ -63,6 +63,11 @@ void must(int rc, const char *what);
 const char *type_name(mode_t m);
 /* "name: type=T mode=M nlink=N uid=U gid=G [size=S]" or the errno. */
 void show_stat(const char *name, const char *p, int follow);
+/*
+ * p's permission bits as statx(2) asking for STATX_MODE alone gives them:
+ * what the kernel holds, unless it knows its copy is stale.
+ */
+void show_mode(const char *name, const char *p);
 /* The atime and mtime of p (follow: stat, else lstat). */
 void show_times(const char *name, const char *p, int follow);
 /* Reads fd from offset 0 to EOF with pread; returns length or -errno. */

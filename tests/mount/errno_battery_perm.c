@@ -244,6 +244,7 @@ static void user1_owned(void)
 	must(mkdir("open/dd1001/in", 0755), "open/dd1001/in");
 	fd = open("open/su", O_WRONLY);
 	TN("perm1.setid-write", write(fd, "x", 1));
+	show_mode("perm1.setid-write-mode", "open/su");
 	close(fd);
 	show_stat("perm1.setid-write-stat", "open/su", 0);
 	fd = open("open/sgnx", O_WRONLY);
@@ -257,6 +258,7 @@ static void user1_owned(void)
 	T("perm1.setid-truncate", truncate("open/su2", 5));
 	show_stat("perm1.setid-truncate-stat", "open/su2", 0);
 	topen_t("perm1.setid-otrunc", "open/su3", O_WRONLY | O_TRUNC);
+	show_mode("perm1.setid-otrunc-mode", "open/su3");
 	show_stat("perm1.setid-otrunc-stat", "open/su3", 0);
 	lo = now_coarse();
 	topen_t("perm1.setid-otrunc-empty", "open/su4", O_WRONLY | O_TRUNC);
