@@ -32,11 +32,13 @@ struct fs_handle {
 
 /*
  * Whether OPEN gave h direct_io (ops.c): a write-only open without
- * O_DIRECT that is not passed through (h->flags and h->bid set).
+ * O_DIRECT or O_TRUNC that is not passed through (h->flags and h->bid
+ * set).
  */
 static inline int fs_handle_direct(const struct fs_handle *h)
 {
-	return !h->bid && (h->flags & (O_ACCMODE | O_DIRECT)) == O_WRONLY;
+	return !h->bid &&
+	       (h->flags & (O_ACCMODE | O_DIRECT | O_TRUNC)) == O_WRONLY;
 }
 
 static inline struct fs *fs_of(fuse_req_t req)
