@@ -530,7 +530,8 @@ case_evict_queued() {
 
 # g: a write-only open is served with direct_io: the kernel sends no
 # GETXATTR (security.capability) before its writes, as it does before each
-# write of a read-write one (which shows the count can move).
+# write of a read-write one (which shows the count can move) and of a
+# write-only one with O_TRUNC, left buffered (ops.c: rewrite race).
 case_wronly_direct() {
 	local g0 n
 	t_mount "$DATA" "$MNT"
@@ -551,7 +552,16 @@ os.close(fd)' "$MNT/rw.bin" || t_fail "g: writes to a read-write open"
 	kv_need "$MNT" getxattr_requests_total
 	n=$((OUT - g0))
 	((n > 0)) || t_fail "g: no GETXATTR for a read-write open's writes"
-	t_log "g: write-only open: no GETXATTR; read-write: $n for 5 writes"
+	g0=$OUT
+	dd if=/dev/zero of="$MNT/wo.bin" bs=4k count=5 status=none ||
+		t_fail "g: dd to a write-only O_TRUNC open"
+	kv_need "$MNT" getxattr_requests_total
+	# One a write when buffered (the truncation itself may add one).
+	((OUT - g0 >= 5)) ||
+		t_fail "g: $((OUT - g0)) GETXATTRs for 5 writes of a" \
+			"write-only O_TRUNC open (want one a write: buffered)"
+	t_log "g: write-only open: no GETXATTR; read-write: $n for 5" \
+		"writes; write-only O_TRUNC: $((OUT - g0))"
 	t_umount "$MNT"
 }
 
