@@ -27,19 +27,25 @@ struct fs_handle {
 	int flags;
 	atomic_int read_seen; /* a read came: the atime rules ran */
 	atomic_int writing;   /* wrote since its last FLUSH (n->writers) */
-	int bid; /* the kernel serves it from this backing file (extent.h) */
+	int bid;    /* the kernel serves it from this backing file (extent.h) */
+	int direct; /* OPEN gave it direct_io (ops.c) */
+	int rewriter; /* counted in n->rewriters (ops.c) */
 };
 
 /*
- * Whether OPEN gave h direct_io (ops.c): a write-only open without
- * O_DIRECT or O_TRUNC that is not passed through (h->flags and h->bid
- * set).
+ * Whether h, an open of regular file n with flags that is not passed
+ * through, gets direct_io (h->direct; h->rewriter counts it in
+ * n->rewriters), with n->rw held exclusive and h not counted open yet.
  */
-static inline int fs_handle_direct(const struct fs_handle *h)
-{
-	return !h->bid &&
-	       (h->flags & (O_ACCMODE | O_DIRECT | O_TRUNC)) == O_WRONLY;
-}
+void fs_open_direct_locked(struct fs *fs, struct node *n, struct fs_handle *h,
+			   int flags);
+
+/*
+ * Closes h, which was counted open on h->n (the kernel will send no
+ * RELEASE for it, or this is RELEASE): drops nlookup_dec kernel lookups
+ * of h->n with it and frees h.
+ */
+void fs_handle_close(struct fs *fs, struct fs_handle *h, uint64_t nlookup_dec);
 
 static inline struct fs *fs_of(fuse_req_t req)
 {

@@ -146,6 +146,11 @@ struct node {
 	unsigned wb_writing; /* saves being appended, under the wb lock */
 	/* Handles that wrote since their last FLUSH (protected by rw). */
 	unsigned writers;
+	/*
+	 * Open O_TRUNC rewrites served with direct_io (protected by rw):
+	 * while there are any, every open gets direct_io (ops.c).
+	 */
+	unsigned rewriters;
 	/* protected by fs->nodes_lock */
 	uint64_t nlookup;
 	unsigned nopen;

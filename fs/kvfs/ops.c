@@ -723,6 +723,8 @@ static int fs_open_node(struct fs *fs, struct node *n,
 	}
 	if (rc == 0 && S_ISREG(n->attr.mode))
 		h->bid = fs_ext_pt_open_locked(fs, n, node_nopen(fs, n));
+	if (rc == 0 && S_ISREG(n->attr.mode) && !h->bid)
+		fs_open_direct_locked(fs, n, h, fi->flags);
 	/* Counted before n->rw is let go, so that fs_relink sees it open. */
 	if (rc == 0)
 		node_open_inc(fs, n);
@@ -750,20 +752,7 @@ static int fs_open_node(struct fs *fs, struct node *n,
 	 * kernel refuses it with passthrough, which has no pages of its own).
 	 */
 	fi->keep_cache = !h->bid;
-	/*
-	 * A write-only handle's bytes go from the caller's pages to kvfs
-	 * (FOPEN_DIRECT_IO): no copy into page cache nobody reads through it
-	 * (a copy per page, and fresh pages to fill), and no GETXATTR of
-	 * security.capability per write. The kernel drops cached pages of
-	 * the range, so other handles read what it wrote. It cannot mmap. The
-	 * kernel then leaves the set-id bits to kvfs (fs_write()). Not for
-	 * O_DIRECT, which skips the page cache anyway: the kernel sends the
-	 * requests of one such write together, of a direct_io one in turn.
-	 * Not for O_TRUNC: readers racing such rewriters in place then read
-	 * whole blocks of zeros (tests/mount/rewrite.sh with attr_timeout=0
-	 * failed 2 runs of 6, over io_uring 3 of 8; without, 6 of 6 clean).
-	 */
-	if (S_ISREG(n->attr.mode) && fs_handle_direct(h))
+	if (h->direct)
 		fi->direct_io = 1;
 	/* Nothing to save on close of a read-only open: skip FLUSH. */
 	if ((fi->flags & O_ACCMODE) == O_RDONLY)
@@ -803,10 +792,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h = (struct fs_handle *)(uintptr_t)fi->fh;
 	if (fuse_compat_reply_open(req, fi, h->bid) != 0) {
 		/* The opener is gone (interrupted): no RELEASE will come. */
-		if (h->bid)
-			fs_ext_pt_close(fs, h->n);
-		node_put(fs, h->n, 0, 1, 0);
-		free(h);
+		fs_handle_close(fs, h, 0);
 	}
 }
 
@@ -847,12 +833,8 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	node_put(fs, n, 0, 0, 1);
 	fs_fill_entry(fs, &e, &a);
 	h = (struct fs_handle *)(uintptr_t)fi->fh;
-	if (fuse_compat_reply_create(req, &e, fi, h->bid) != 0) {
-		if (h->bid)
-			fs_ext_pt_close(fs, h->n);
-		node_put(fs, h->n, 1, 1, 0);
-		free(h);
-	}
+	if (fuse_compat_reply_create(req, &e, fi, h->bid) != 0)
+		fs_handle_close(fs, h, 1);
 }
 
 static void fs_opendir(fuse_req_t req, fuse_ino_t ino,

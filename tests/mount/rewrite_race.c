@@ -31,7 +31,7 @@
 static const char *path;
 static size_t size;
 static atomic_int stop;
-static atomic_long nreads, nfull, nmixed, nbad;
+static atomic_long nwrites, nreads, nfull, nmixed, nbad;
 
 static void *writer(void *arg)
 {
@@ -47,6 +47,7 @@ static void *writer(void *arg)
 			continue;
 		if (write(fd, buf, size) != (ssize_t)size)
 			fprintf(stderr, "rewrite_race: short write\n");
+		atomic_fetch_add(&nwrites, 1);
 		close(fd);
 		/* Room between rewrites for whole reads. */
 		usleep(2000);
@@ -128,7 +129,8 @@ int main(int argc, char **argv)
 	atomic_store(&stop, 1);
 	for (int i = 0; i < NWRITERS + NREADERS; i++)
 		pthread_join(t[i], NULL);
-	printf("reads %ld full %ld mixed %ld bad %ld\n", atomic_load(&nreads),
-	       atomic_load(&nfull), atomic_load(&nmixed), atomic_load(&nbad));
+	printf("rewrites %ld reads %ld full %ld mixed %ld bad %ld\n",
+	       atomic_load(&nwrites), atomic_load(&nreads), atomic_load(&nfull),
+	       atomic_load(&nmixed), atomic_load(&nbad));
 	return atomic_load(&nbad) > 0 || atomic_load(&nfull) == 0;
 }

@@ -530,14 +530,16 @@ case_evict_queued() {
 
 # g: a write-only open is served with direct_io: the kernel sends no
 # GETXATTR (security.capability) before its writes, as it does before each
-# write of a read-write one (which shows the count can move) and of a
-# write-only one with O_TRUNC, left buffered (ops.c: rewrite race).
+# write of a read-write one (which shows the count can move). A write-only
+# O_TRUNC open gets direct_io only when no other handle has the file open,
+# and then opens during it get direct_io too and cache no pages (cachestat
+# of a reader's descriptor); with a reader open it stays buffered, one
+# GETXATTR a write (ops.c, fs_open_direct_locked: the rewrite race).
 case_wronly_direct() {
 	local g0 n
 	t_mount "$DATA" "$MNT"
 	kv_need "$MNT" getxattr_requests_total
 	g0=$OUT
-	# conv=notrunc: an O_TRUNC open is left buffered (ops.c).
 	dd if=/dev/zero of="$MNT/wo.bin" bs=4k count=5 conv=notrunc \
 		status=none ||
 		t_fail "g: dd to a write-only open"
@@ -556,12 +558,57 @@ os.close(fd)' "$MNT/rw.bin" || t_fail "g: writes to a read-write open"
 	dd if=/dev/zero of="$MNT/wo.bin" bs=4k count=5 status=none ||
 		t_fail "g: dd to a write-only O_TRUNC open"
 	kv_need "$MNT" getxattr_requests_total
-	# One a write when buffered (the truncation itself may add one).
+	# The truncation itself may add one.
+	((OUT - g0 <= 1)) ||
+		t_fail "g: $((OUT - g0)) GETXATTRs for 5 writes of a lone" \
+			"write-only O_TRUNC open (want direct_io)"
+	g0=$OUT
+	exec 7<"$MNT/wo.bin"
+	dd if=/dev/zero of="$MNT/wo.bin" bs=4k count=5 status=none ||
+		t_fail "g: dd to a write-only O_TRUNC open beside a reader"
+	exec 7<&-
+	kv_need "$MNT" getxattr_requests_total
 	((OUT - g0 >= 5)) ||
 		t_fail "g: $((OUT - g0)) GETXATTRs for 5 writes of a" \
-			"write-only O_TRUNC open (want one a write: buffered)"
-	t_log "g: write-only open: no GETXATTR; read-write: $n for 5" \
-		"writes; write-only O_TRUNC: $((OUT - g0))"
+			"write-only O_TRUNC open beside a reader (want one a" \
+			"write: buffered)"
+	n=$(python3 - "$MNT/wo.bin" <<'PY'
+import ctypes, os, sys
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+def cached(fd):
+    """Pages of fd's file in the page cache (cachestat(2)), or None."""
+    rng = (ctypes.c_uint64 * 2)(0, 0)
+    st = (ctypes.c_uint64 * 5)()
+    if libc.syscall(451, fd, rng, st, 0) < 0:
+        return None
+    return st[0]
+
+p, blk = sys.argv[1], b"n" * 65536
+w = os.open(p, os.O_WRONLY | os.O_TRUNC)
+os.write(w, blk)
+r = os.open(p, os.O_RDONLY)
+if os.pread(r, 65536, 0) != blk:
+    sys.exit("a reader during the rewrite did not read the new block")
+during = cached(r)
+os.close(r)
+os.close(w)
+if during is None:
+    print("cachestat(2) missing: the page cache was not checked")
+    sys.exit(0)
+r = os.open(p, os.O_RDONLY)
+if os.pread(r, 65536, 0) != blk:
+    sys.exit("a reader after the rewrite did not read the new block")
+after = cached(r)
+os.close(r)
+print(f"pages cached: {during} by a reader during a rewrite, {after} after")
+if during != 0 or after == 0:
+    sys.exit(1)
+PY
+) || t_fail "g: $n (want none during, some after)"
+	t_log "g: write-only opens: no GETXATTR, O_TRUNC beside a reader:" \
+		"$((OUT - g0)) for 5 writes; $n"
 	t_umount "$MNT"
 }
 
