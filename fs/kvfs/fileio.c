@@ -511,6 +511,21 @@ static int fs_flush_node(struct fs *fs, struct node *n)
 	return rc;
 }
 
+/*
+ * h's rewrite ends (n->rewriters) at its first FLUSH, which close(2)
+ * waits for, or its RELEASE: the kernel sends RELEASE after close(2) has
+ * returned, and an open that came between would still get direct_io
+ * (and fail a shared mapping with ENODEV).
+ */
+static void fs_rewrite_end(struct fs_handle *h)
+{
+	pthread_rwlock_wrlock(&h->n->rw);
+	if (h->rewriter)
+		h->n->rewriters--;
+	h->rewriter = 0;
+	pthread_rwlock_unlock(&h->n->rw);
+}
+
 void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
@@ -527,6 +542,7 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (rc == 0)
 		rc = fs_flush_node(fs_of(req), h->n);
 	fs_wrote(fs_of(req), h->n, h);
+	fs_rewrite_end(h);
 	fs_reply_err(req, rc);
 }
 
@@ -575,7 +591,7 @@ void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
  * requests of one such write together, of a direct_io one in turn.
  *
  * An O_TRUNC rewrite gets it only when no other handle has n open, and
- * then every open of n until it closes gets it too (n->rewriters): the
+ * then every open of n until it is closed gets it too (n->rewriters): the
  * kernel can add a page of the old size to its cache after the truncation
  * dropped them and fill it from a READ answered short, a page a direct_io
  * write does not replace, so a reader could later read the block whole
@@ -604,11 +620,7 @@ void fs_handle_close(struct fs *fs, struct fs_handle *h, uint64_t nlookup_dec)
 {
 	struct node *n = h->n;
 
-	if (h->rewriter) {
-		pthread_rwlock_wrlock(&n->rw);
-		n->rewriters--;
-		pthread_rwlock_unlock(&n->rw);
-	}
+	fs_rewrite_end(h);
 	if (h->bid)
 		fs_ext_pt_close(fs, n);
 	node_put(fs, n, nlookup_dec, 1, 0);

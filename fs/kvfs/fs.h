@@ -148,7 +148,7 @@ struct node {
 	unsigned writers;
 	/*
 	 * Open O_TRUNC rewrites served with direct_io (protected by rw):
-	 * while there are any, every open gets direct_io (ops.c).
+	 * while there are any, every open gets direct_io (fileio.c).
 	 */
 	unsigned rewriters;
 	/* protected by fs->nodes_lock */
