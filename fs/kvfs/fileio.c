@@ -519,10 +519,11 @@ static int fs_flush_node(struct fs *fs, struct node *n)
  */
 static void fs_rewrite_end(struct fs_handle *h)
 {
+	/* Once only (FLUSHes of dup'd descriptors run side by side). */
+	if (!atomic_exchange(&h->rewriter, 0))
+		return;
 	pthread_rwlock_wrlock(&h->n->rw);
-	if (h->rewriter)
-		h->n->rewriters--;
-	h->rewriter = 0;
+	h->n->rewriters--;
 	pthread_rwlock_unlock(&h->n->rw);
 }
 
@@ -591,7 +592,7 @@ void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
  * requests of one such write together, of a direct_io one in turn.
  *
  * An O_TRUNC rewrite gets it only when no other handle has n open, and
- * then every open of n until it is closed gets it too (n->rewriters): the
+ * then every open of n until its first FLUSH gets it too (n->rewriters): the
  * kernel can add a page of the old size to its cache after the truncation
  * dropped them and fill it from a READ answered short, a page a direct_io
  * write does not replace, so a reader could later read the block whole
@@ -611,9 +612,10 @@ void fs_open_direct_locked(struct fs *fs, struct node *n, struct fs_handle *h,
 		h->direct = 1;
 	else if (wronly)
 		h->direct = node_nopen(fs, n) == 0;
-	h->rewriter = h->direct && wronly && (flags & O_TRUNC);
-	if (h->rewriter)
+	if (h->direct && wronly && (flags & O_TRUNC)) {
+		atomic_store(&h->rewriter, 1);
 		n->rewriters++;
+	}
 }
 
 void fs_handle_close(struct fs *fs, struct fs_handle *h, uint64_t nlookup_dec)

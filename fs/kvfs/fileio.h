@@ -29,7 +29,7 @@ struct fs_handle {
 	atomic_int writing;   /* wrote since its last FLUSH (n->writers) */
 	int bid;    /* the kernel serves it from this backing file (extent.h) */
 	int direct; /* OPEN gave it direct_io (ops.c) */
-	int rewriter; /* counted in n->rewriters until its first FLUSH */
+	atomic_int rewriter; /* counted in n->rewriters until its first FLUSH */
 };
 
 /*

@@ -534,7 +534,7 @@ case_evict_queued() {
 # O_TRUNC open gets direct_io only when no other handle has the file open,
 # and then opens during it get direct_io too and cache no pages (cachestat
 # of a reader's descriptor); with a reader open it stays buffered, one
-# GETXATTR a write (ops.c, fs_open_direct_locked: the rewrite race).
+# GETXATTR a write (fileio.c, fs_open_direct_locked: the rewrite race).
 case_wronly_direct() {
 	local g0 n
 	t_mount "$DATA" "$MNT"
