@@ -862,8 +862,6 @@ out_err:
 int store_free(struct store *st, const struct kv_extent *ext,
 	       uint64_t file_refs)
 {
-	struct store_file *f = NULL;
-	char name[DATADIR_NAME_MAX];
 	int fd, rc;
 
 	if (ext->file_id == 0)
@@ -876,12 +874,20 @@ int store_free(struct store *st, const struct kv_extent *ext,
 		log_warn("cannot punch %06u.kvd at %llu: %s", ext->file_id,
 			 (unsigned long long)ext->off, strerror(-rc));
 	atomic_fetch_add(&st->stats.frees, 1);
-	if (file_refs > 0)
-		return 0;
+	if (file_refs == 0)
+		store_drop_file(st, ext->file_id);
+	return 0;
+}
+
+void store_drop_file(struct store *st, uint32_t file_id)
+{
+	char name[DATADIR_NAME_MAX];
+	struct store_file *f;
+
 	pthread_mutex_lock(&st->files_lock);
-	f = st->files[ext->file_id];
+	f = file_id < st->nfiles ? st->files[file_id] : NULL;
 	if (f && !f->active && f->npending == 0) {
-		st->files[ext->file_id] = NULL;
+		st->files[file_id] = NULL;
 		datadir_file_name(name, sizeof(name), f->id);
 		if (unlinkat(st->data_fd, name, 0) == 0)
 			atomic_fetch_add(&st->stats.files_removed, 1);
@@ -893,7 +899,6 @@ int store_free(struct store *st, const struct kv_extent *ext,
 		close(f->fd);
 		free(f);
 	}
-	return 0;
 }
 
 void *store_buf(size_t len)

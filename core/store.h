@@ -123,6 +123,11 @@ int store_read(struct store *st, const struct kv_extent *ext,
  */
 int store_free(struct store *st, const struct kv_extent *ext,
 	       uint64_t file_refs);
+/*
+ * Removes data file file_id, which the index holds no record in, unless it
+ * is being appended to.
+ */
+void store_drop_file(struct store *st, uint32_t file_id);
 
 /*
  * -ENOSPC (counted as a refused append) when span more bytes would leave

@@ -16,8 +16,10 @@
  *
  * Threads: any thread may call any function; idx->lock serialises them.
  * Every mutating call is one BEGIN IMMEDIATE ... COMMIT transaction that is
- * rolled back on any error; reads share a read transaction left open
- * between calls (idx_lock_read()). Statements are prepared once
+ * rolled back on any error, or, while batching (idx_set_batch()), one
+ * savepoint of a write transaction left open for many calls and committed
+ * by idx_commit(); reads share a read transaction left open between calls
+ * (idx_lock_read()), or run in the batch. Statements are prepared once
  * (persistent) in idx_open() and reset after every use, so no statement is
  * left active between calls. The checkpointer thread has a connection of
  * its own.
@@ -63,6 +65,9 @@ const char *const idx_txn_sql[IDX_NSTMT] = {
 	[SID_BEGIN_WRITE] = "BEGIN IMMEDIATE",
 	[SID_COMMIT] = "COMMIT",
 	[SID_ROLLBACK] = "ROLLBACK",
+	[SID_SAVEPOINT] = "SAVEPOINT op",
+	[SID_RELEASE] = "RELEASE op",
+	[SID_ROLLBACK_TO] = "ROLLBACK TO op",
 };
 
 /* Every file's statements; each id has its text in exactly one of them. */
@@ -135,7 +140,8 @@ void idx_lock_read(struct idx *idx)
 	idx_mutex_lock(idx);
 	if (idx->rd_open && sqlite3_get_autocommit(idx->db))
 		idx->rd_open = 0; /* an error rolled it back */
-	if (!idx->rd_open && idx->rd_linger && idx_begin(idx, 0) == 0)
+	if (!idx->rd_open && !idx->wr_open && idx->rd_linger &&
+	    idx_begin(idx, 0) == 0)
 		idx->rd_open = 1;
 }
 
@@ -363,16 +369,119 @@ int idx_get(struct idx *idx, int sid, const int64_t *args, int nargs,
 	return rc;
 }
 
+/*
+ * The open batch is gone without a commit (a failed COMMIT, or an error
+ * that made SQLite roll it back): its changes are lost together, as a
+ * crash would lose them, and the index is as it was at its last commit.
+ */
+static void idx_batch_lost(struct idx *idx, int rc)
+{
+	log_err("%s: %u changes made since the index's last commit are lost "
+		"(%s): the index is as it was at that commit, as after a "
+		"crash",
+		idx->path, idx->wr_ops, strerror(rc < 0 ? -rc : EIO));
+	idx->lost[idx->lost_batches % IDX_LOST_KEPT] = idx->batch_no;
+	idx->lost_batches++;
+	idx->lost_changes += idx->wr_ops;
+	idx->ended = idx->batch_no++;
+	idx->wr_open = 0;
+	idx->wr_ops = 0;
+}
+
+/* Commits the open batch (idx->lock held). 0 or -errno: then it is lost. */
+static int idx_commit_locked(struct idx *idx)
+{
+	int rc;
+
+	if (!idx->wr_open)
+		return 0;
+	if (sqlite3_get_autocommit(idx->db)) {
+		idx_batch_lost(idx, -EIO);
+		return -EIO;
+	}
+	rc = IDX_RUN(idx, idx->st[SID_COMMIT]);
+	if (rc < 0) {
+		if (!sqlite3_get_autocommit(idx->db))
+			IDX_RUN(idx, idx->st[SID_ROLLBACK]);
+		idx_batch_lost(idx, rc);
+		return rc;
+	}
+	idx->commits++;
+	idx->ended = idx->batch_no++;
+	idx->wr_open = 0;
+	idx->wr_ops = 0;
+	return 0;
+}
+
+/* A change joins the batch, in a savepoint of its own (idx->lock held). */
+static int idx_batch_enter(struct idx *idx)
+{
+	int rc;
+
+	if (idx->wr_open && sqlite3_get_autocommit(idx->db))
+		idx_batch_lost(idx, -EIO);
+	if (!idx->wr_open) {
+		rc = idx_begin(idx, 1);
+		if (rc)
+			return rc;
+		idx->wr_open = 1;
+	}
+	rc = IDX_RUN(idx, idx->st[SID_SAVEPOINT]);
+	if (rc == 0)
+		idx->op = IDX_OP_BATCH;
+	else if (sqlite3_get_autocommit(idx->db))
+		idx_batch_lost(idx, rc);
+	return rc;
+}
+
+/* Ends a change's savepoint: kept when rc >= 0, undone otherwise. */
+static int idx_batch_leave(struct idx *idx, int rc)
+{
+	if (rc >= 0) {
+		int r = IDX_RUN(idx, idx->st[SID_RELEASE]);
+
+		if (r < 0)
+			rc = r;
+	}
+	if (sqlite3_get_autocommit(idx->db)) {
+		/* The error rolled back the whole batch, this change too. */
+		idx_batch_lost(idx, rc < 0 ? rc : -EIO);
+		return rc < 0 ? rc : -EIO;
+	}
+	if (rc < 0) {
+		IDX_RUN(idx, idx->st[SID_ROLLBACK_TO]);
+		IDX_RUN(idx, idx->st[SID_RELEASE]);
+		return rc;
+	}
+	if (++idx->wr_ops >= idx->batch_max && !idx->hold) {
+		int crc = idx_commit_locked(idx);
+
+		if (crc < 0)
+			return crc;
+	}
+	return rc;
+}
+
 int idx_enter(struct idx *idx, int write)
 {
 	int rc;
 
 	if (write) {
 		idx_lock(idx);
+		idx->op = IDX_OP_WRITE;
+		if (idx->batch_max) {
+			rc = idx_batch_enter(idx);
+			if (rc)
+				idx_unlock(idx);
+			return rc;
+		}
 	} else {
 		idx_lock_read(idx);
-		if (idx->rd_open)
+		if (idx->rd_open || idx->wr_open) {
+			idx->op = IDX_OP_SHARED;
 			return 0;
+		}
+		idx->op = IDX_OP_READ;
 	}
 	rc = idx_begin(idx, write);
 	if (rc)
@@ -382,15 +491,118 @@ int idx_enter(struct idx *idx, int write)
 
 int idx_leave(struct idx *idx, int rc)
 {
-	if (idx->rd_open) {
-		/* A reader in the read transaction left open: it stays. */
-		if (rc < 0)
+	switch (idx->op) {
+	case IDX_OP_BATCH:
+		rc = idx_batch_leave(idx, rc);
+		break;
+	case IDX_OP_SHARED:
+		/* A read in the transaction left open: it stays. */
+		if (idx->wr_open && sqlite3_get_autocommit(idx->db))
+			idx_batch_lost(idx, rc < 0 ? rc : -EIO);
+		else if (rc < 0 && idx->rd_open)
 			idx_end_read(idx);
-	} else {
+		break;
+	case IDX_OP_WRITE:
 		rc = idx_end(idx, rc);
+		if (rc >= 0)
+			idx->commits++;
+		break;
+	default:
+		rc = idx_end(idx, rc);
+		break;
+	}
+	idx->op = IDX_OP_READ;
+	idx_unlock(idx);
+	return rc;
+}
+
+int idx_set_batch(struct idx *idx, unsigned max)
+{
+	int rc = 0;
+
+	idx_lock(idx);
+	if (max == 0)
+		rc = idx_commit_locked(idx);
+	idx->batch_max = max;
+	idx_unlock(idx);
+	return rc;
+}
+
+int idx_commit_files(struct idx *idx, int force, const uint32_t *files,
+		     size_t n, unsigned char *unused)
+{
+	int rc = 0;
+
+	idx_lock(idx);
+	if (force || !idx->hold)
+		rc = idx_commit_locked(idx);
+	for (size_t i = 0; i < n; i++) {
+		int64_t refs = 1;
+
+		unused[i] = 2;
+		if (!idx->wr_open && idx_row(idx, SID_REFS, IDX_ARGS(files[i]),
+					     &refs, 1, __func__) == 1)
+			unused[i] = refs == 0;
 	}
 	idx_unlock(idx);
 	return rc;
+}
+
+int idx_commit(struct idx *idx, int force)
+{
+	return idx_commit_files(idx, force, NULL, 0, NULL);
+}
+
+int idx_batching(struct idx *idx)
+{
+	int on;
+
+	idx_mutex_lock(idx);
+	on = idx->batch_max != 0;
+	idx_unlock(idx);
+	return on;
+}
+
+void idx_hold(struct idx *idx, int on)
+{
+	idx_mutex_lock(idx);
+	idx->hold = on;
+	idx_unlock(idx);
+}
+
+uint64_t idx_batch_seq(struct idx *idx)
+{
+	uint64_t seq;
+
+	idx_mutex_lock(idx);
+	seq = idx->wr_open ? idx->batch_no : 0;
+	idx_unlock(idx);
+	return seq;
+}
+
+int idx_batch_done(struct idx *idx, uint64_t seq)
+{
+	int rc = 1;
+
+	idx_mutex_lock(idx);
+	if (seq > idx->ended)
+		rc = 0;
+	for (uint64_t i = 0; rc && i < idx->lost_batches && i < IDX_LOST_KEPT;
+	     i++)
+		if (idx->lost[i] == seq)
+			rc = -1;
+	idx_unlock(idx);
+	return rc;
+}
+
+void idx_get_txn_stats(struct idx *idx, struct idx_txn_stats *out)
+{
+	idx_mutex_lock(idx);
+	out->commits = idx->commits;
+	out->lost_batches = idx->lost_batches;
+	out->lost_changes = idx->lost_changes;
+	out->open_changes = idx->wr_open ? idx->wr_ops : 0;
+	idx_unlock(idx);
 }
 
 int64_t idx_now_ns(void)
@@ -586,6 +798,7 @@ int idx_open(struct idx **out, const char *path, uint32_t root_mode,
 	pthread_mutex_init(&idx->ck_lock, NULL);
 	pthread_mutex_init(&idx->ck_run, NULL);
 	pthread_cond_init(&idx->ck_cond, NULL);
+	idx->batch_no = 1;
 	idx_lock(idx);
 	rc = idx_open_db(idx, root_mode, root_uid, root_gid);
 	idx_unlock(idx);
@@ -702,8 +915,13 @@ static void *idx_checkpointer(void *arg)
 		rc = sqlite3_wal_checkpoint_v2(
 			db, NULL, SQLITE_CHECKPOINT_PASSIVE, &nlog, &ndone);
 		if (rc == SQLITE_OK && nlog >= IDX_CK_MAX) {
-			/* RESTART waits for every reader: end ours. */
+			/*
+			 * RESTART waits for every reader and writer: end
+			 * ours (the read left open, the batch).
+			 */
 			idx_lock(idx);
+			if (!idx->hold)
+				idx_commit_locked(idx);
 			idx_unlock(idx);
 			rc = sqlite3_wal_checkpoint_v2(
 				db, NULL, SQLITE_CHECKPOINT_RESTART, &nlog,
@@ -772,6 +990,7 @@ void idx_close(struct idx *idx)
 		return;
 	idx_stop_checkpointer(idx);
 	idx_lock(idx);
+	idx_commit_locked(idx);
 	rc = sqlite3_wal_checkpoint_v2(idx->db, NULL,
 				       SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
 	if (rc != SQLITE_OK)
@@ -830,13 +1049,17 @@ int idx_sync(struct idx *idx)
 	pthread_mutex_lock(&idx->ck_run);
 	idx_lock(idx);
 	/*
-	 * A FULL checkpoint syncs the WAL, copies it into the database and
-	 * syncs that: every commit so far survives a power cut.
+	 * The batch first, then a FULL checkpoint, which syncs the WAL,
+	 * copies it into the database and syncs that: every change so far
+	 * survives a power cut.
 	 */
-	rc = sqlite3_wal_checkpoint_v2(idx->db, NULL, SQLITE_CHECKPOINT_FULL,
-				       NULL, NULL);
-	if (rc != SQLITE_OK)
-		rc = idx_errno(idx, rc, __func__);
+	rc = idx_commit_locked(idx);
+	if (rc == 0) {
+		rc = sqlite3_wal_checkpoint_v2(
+			idx->db, NULL, SQLITE_CHECKPOINT_FULL, NULL, NULL);
+		if (rc != SQLITE_OK)
+			rc = idx_errno(idx, rc, __func__);
+	}
 	idx_unlock(idx);
 	pthread_mutex_unlock(&idx->ck_run);
 	return rc;

@@ -14,8 +14,9 @@
  * -EISDIR, -ENOTEMPTY, -EINVAL, -ENAMETOOLONG).
  *
  * Thread safety: one connection behind idx->lock; any thread may call any
- * function, calls are serialised. Each mutating call is one transaction:
- * it either happens whole or not at all.
+ * function, calls are serialised. Each mutating call either happens whole
+ * or not at all: one transaction, or one savepoint of a batch
+ * (idx_set_batch()).
  *
  * The index does not know about open files or the kernel: an inode whose
  * nlink drops to 0 stays (an orphan) until idx_release_inode() removes it,
@@ -290,6 +291,51 @@ int idx_set_mmap(struct idx *idx, uint64_t bytes);
  * syncs the log and the database file).
  */
 int idx_sync(struct idx *idx);
+
+/*
+ * Batched commits (the daemon's, unless durable): with max > 0 a mutating
+ * call no longer commits on its own. Its change joins one write transaction
+ * left open, in a savepoint of it (a failed call still undoes only
+ * itself), and one commit covers every change made since the last:
+ * idx_commit(), idx_sync(), idx_close(), and the call that brings the batch
+ * to max changes. This connection's reads see each change at once; other
+ * connections, and the index after a crash, see only what was committed,
+ * as it was at the last commit. A commit that fails loses the whole batch
+ * the same way (logged with its count, and counted). max 0 commits the open
+ * batch and turns batching off.
+ */
+int idx_set_batch(struct idx *idx, unsigned max);
+/* Commits the open batch, if any; unless force, not while held. */
+int idx_commit(struct idx *idx, int force);
+/*
+ * idx_commit(), then, with no batch open, whether each of the n data files
+ * files[] is still referenced: unused[i] 1 when no inode points into it,
+ * 0 when one does, 2 when a batch is still open (held, or the commit
+ * failed): then nobody can tell, as a crash would go back to the last
+ * commit. A file not referenced once committed can be removed.
+ */
+int idx_commit_files(struct idx *idx, int force, const uint32_t *files,
+		     size_t n, unsigned char *unused);
+/* Whether idx_set_batch() turned batching on. */
+int idx_batching(struct idx *idx);
+/* Test hook: while on, only a forced idx_commit() ends the batch. */
+void idx_hold(struct idx *idx, int on);
+/*
+ * For work that must wait until a change is committed (freeing what it no
+ * longer points at): the number of the batch a change made before this
+ * call is in, 0 when every change so far is committed. idx_batch_done()
+ * says what became of it: 1 committed, 0 still open, -1 lost.
+ */
+uint64_t idx_batch_seq(struct idx *idx);
+int idx_batch_done(struct idx *idx, uint64_t seq);
+
+struct idx_txn_stats {
+	uint64_t commits;      /* write transactions committed */
+	uint64_t lost_batches; /* batches a failed commit lost */
+	uint64_t lost_changes; /* the changes they held */
+	unsigned open_changes; /* changes in the open batch */
+};
+void idx_get_txn_stats(struct idx *idx, struct idx_txn_stats *out);
 
 /* A name found by a listing: its inode, where it is, one time, a size. */
 struct idx_name {

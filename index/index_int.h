@@ -58,6 +58,9 @@ enum idx_sid {
 	SID_BEGIN_WRITE,
 	SID_COMMIT,
 	SID_ROLLBACK,
+	SID_SAVEPOINT,
+	SID_RELEASE,
+	SID_ROLLBACK_TO,
 	/* ns.c */
 	SID_GETATTR,
 	SID_LOOKUP,
@@ -138,6 +141,17 @@ extern const char *const idx_rec_sql[IDX_NSTMT];
 	"i.rdev"
 #define IDX_ATTR_NCOLS 14
 
+/* Lost batches idx_batch_done() remembers (one is rare: a failed commit). */
+#define IDX_LOST_KEPT 16
+
+/* How the call between idx_enter() and idx_leave() runs. */
+enum idx_op {
+	IDX_OP_READ,   /* a read in a transaction of its own */
+	IDX_OP_WRITE,  /* a change in a transaction of its own */
+	IDX_OP_SHARED, /* a read in the transaction left open (read or batch) */
+	IDX_OP_BATCH,  /* a change in a savepoint of the batch */
+};
+
 struct idx {
 	/* Serialises every use of db and st[]; the only lock of the index. */
 	pthread_mutex_t lock;
@@ -151,6 +165,30 @@ struct idx {
 	 */
 	int rd_open;
 	int rd_linger;
+	/*
+	 * Protected by lock. The batch (idx_set_batch()): a write transaction
+	 * left open between mutating calls, each of which runs in a savepoint
+	 * of it, so that one commit covers many changes. batch_max: the most
+	 * changes it holds before a call commits it (0: no batch, each call
+	 * commits); wr_open: it is open; wr_ops: the changes in it; hold:
+	 * idx_commit(idx, 0) leaves it open (a test hook); op: how the call
+	 * between idx_enter() and idx_leave() runs (enum idx_op).
+	 */
+	unsigned batch_max;
+	int wr_open;
+	unsigned wr_ops;
+	int hold;
+	int op;
+	/*
+	 * Protected by lock. Batches are numbered from 1 in the order they
+	 * open: batch_no is the open one's (or the next one's), ended the
+	 * last that was committed or lost, lost[] the last IDX_LOST_KEPT lost
+	 * ones (for idx_batch_done()).
+	 */
+	uint64_t batch_no, ended;
+	uint64_t lost[IDX_LOST_KEPT];
+	/* Protected by lock: counts for idx_get_txn_stats(). */
+	uint64_t commits, lost_batches, lost_changes;
 	char *path; /* read-only after idx_open(), for log lines */
 
 	/* The checkpointer (idx_start_checkpointer), with its own lock. */
@@ -232,13 +270,16 @@ int idx_get(struct idx *idx, int sid, const int64_t *args, int nargs,
 	    int64_t *cols, int ncols, const char *caller);
 
 /*
- * Takes idx->lock and opens a transaction (write: BEGIN IMMEDIATE). On
- * failure the lock is dropped again and -errno returned.
+ * Takes idx->lock and opens a transaction (write: BEGIN IMMEDIATE), or,
+ * while batching (idx_set_batch()), a savepoint of the open batch for a
+ * write and nothing for a read. On failure the lock is dropped again and
+ * -errno returned.
  */
 int idx_enter(struct idx *idx, int write);
 /*
- * Ends the transaction idx_enter() opened (commits when rc >= 0, rolls
- * back otherwise) and drops idx->lock. Returns rc or the commit's error.
+ * Ends what idx_enter() opened (commits or releases the savepoint when rc
+ * >= 0, rolls back otherwise) and drops idx->lock. Returns rc or the
+ * commit's error.
  */
 int idx_leave(struct idx *idx, int rc);
 

@@ -271,11 +271,17 @@ int ctlproto_response_parse(const char *text, struct ctlproto_json *out);
 	X(WB_APPENDS, "wb_appends_total", counter,                             \
 	  "Records appended by the write-behind writers.")                     \
 	X(WB_COMMITS, "wb_commits_total", counter,                             \
-	  "Index transactions committing batches of saves.")                   \
+	  "Batches of saves written to the index (in its next commit).")       \
 	X(WB_CANCELLED, "wb_cancelled_total", counter,                         \
 	  "Queued saves dropped: the file was unlinked or rewritten.")         \
 	X(WB_FAILED, "wb_failed_total", counter,                               \
 	  "Queued saves that failed: the file went back to its saved state.")  \
+	X(INDEX_COMMITS, "index_commits_total", counter,                       \
+	  "Index transactions committed (each covers a batch of changes).")    \
+	X(INDEX_BATCH, "index_batch_changes", gauge,                           \
+	  "Index changes made since its last commit.")                         \
+	X(INDEX_LOST, "index_lost_changes_total", counter,                     \
+	  "Index changes lost with a batch whose commit failed.")              \
 	X(NODES, "nodes", gauge, "Inodes held in memory.")                     \
 	X(EXTENT_MADE, "extent_files_made_total", counter,                     \
 	  "Files that grew past record_max and became extent files.")          \

@@ -141,6 +141,7 @@ static void fs_ctl_share_stats(struct fs *fs, struct tbuf *t)
 
 static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 {
+	struct idx_txn_stats xs;
 	struct store_stats ss;
 	struct wb_stats ws;
 	struct vc_stats vs;
@@ -205,6 +206,10 @@ static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 	ctlproto_metric_put(t, CTLPROTO_M_WB_COMMITS, ws.commits);
 	ctlproto_metric_put(t, CTLPROTO_M_WB_CANCELLED, ws.cancelled);
 	ctlproto_metric_put(t, CTLPROTO_M_WB_FAILED, ws.failed);
+	idx_get_txn_stats(fs->idx, &xs);
+	ctlproto_metric_put(t, CTLPROTO_M_INDEX_COMMITS, xs.commits);
+	ctlproto_metric_put(t, CTLPROTO_M_INDEX_BATCH, xs.open_changes);
+	ctlproto_metric_put(t, CTLPROTO_M_INDEX_LOST, xs.lost_changes);
 	pthread_mutex_lock(&fs->nodes_lock);
 	nnodes = fs->nnodes;
 	pthread_mutex_unlock(&fs->nodes_lock);

@@ -37,6 +37,7 @@
 #include "ctlfiles.h"
 #include "fs.h"
 #include "ctlproto.h"
+#include "node.h"
 #include "notify.h"
 #include "share.h"
 #include "tbuf.h"
@@ -438,6 +439,7 @@ static void ctlsock_sync(struct ctlsock *cs, struct tbuf *b)
 	rc = store_sync(fs->store);
 	if (rc == 0)
 		rc = idx_sync(fs->idx);
+	node_free_committed(fs);
 	if (rc < 0) {
 		log_err("kvfsctl sync: %s", strerror(-rc));
 		ctlproto_error(b, rc, "cannot make the data durable");

@@ -651,6 +651,7 @@ void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		rc = store_sync(fs->store);
 	if (rc == 0)
 		rc = idx_sync(fs->idx);
+	node_free_committed(fs);
 	fs_reply_err(req, rc);
 }
 

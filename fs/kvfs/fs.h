@@ -233,6 +233,12 @@ struct fs_upcalls {
 	void *ctx;
 };
 
+/* A record or extent file to free once index batch seq is committed. */
+struct fs_free {
+	struct kv_extent ext;
+	uint64_t seq;
+};
+
 struct fs {
 	struct fs_config cfg;
 	/*
@@ -299,6 +305,21 @@ struct fs {
 	int64_t start_ns;
 	atomic_uint_fast64_t dropped;	  /* torn blocks dropped */
 	atomic_uint_fast64_t quarantined; /* blocks quarantined */
+	/*
+	 * Records and extent files that the index stopped pointing at in a
+	 * batch not committed yet (node_free_extent()): freed once it is
+	 * (node_commit()). frees_lock is taken before the index's lock, never
+	 * inside it.
+	 */
+	pthread_mutex_t frees_lock;
+	struct fs_free *frees; /* protected by frees_lock */
+	size_t nfrees, frees_cap;
+	/*
+	 * Data files a free left with perhaps no record: removed once a
+	 * commit shows the index holds none (node_commit()); frees_lock.
+	 */
+	uint32_t *drops;
+	size_t ndrops, drops_cap;
 
 #ifdef KVFS_FAULT_INJECTION
 	pthread_mutex_t fault_lock;

@@ -18,6 +18,7 @@
 #include "capacity.h"
 #include "fs.h"
 #include "janitor.h"
+#include "node.h"
 #include "recover.h"
 #include "tmpsweep.h"
 
@@ -172,6 +173,8 @@ static void *janitor_main(void *arg)
 			last_tmp = fs_now_ns();
 			tmp_sweep(fs, last_tmp - fs->cfg.tmp_max_age_ns);
 		}
+		/* Every change of the last period, in one commit. */
+		node_commit(fs, 0);
 	}
 	cap_flush_touches(fs->cap);
 	if (hz)

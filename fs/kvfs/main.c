@@ -75,6 +75,11 @@
 #define KVFS_EXIT_CONFIG 2
 /* Write-behind appenders: one data-file lane each. */
 #define KVFS_WB_WRITERS 4
+/*
+ * Most index changes one commit holds; the janitor commits every 200 ms,
+ * and a burst past this commits sooner.
+ */
+#define KVFS_INDEX_BATCH 4096
 
 struct kvfs_opts {
 	char *capacity;
@@ -837,6 +842,12 @@ static int kvfs_run(struct fs *fs, struct fuse_cmdline_opts *co)
 			"deferred-request threads");
 		goto out_stop;
 	}
+	/*
+	 * Changes share index commits (the janitor's, every 200 ms) unless
+	 * each must be durable when its request returns.
+	 */
+	if (!fs->cfg.durable)
+		idx_set_batch(fs->idx, KVFS_INDEX_BATCH);
 	/* kvfsctl's socket; the mount works without it (it logs why). */
 	ctlsock_start(fs);
 	kvfs_write_pid(fs);
@@ -919,6 +930,9 @@ out_session:
 /* Closes what kvfs_open opened; marks a clean stop. */
 static void kvfs_close(struct fs *fs)
 {
+	/* The last batch, and the frees that waited for it. */
+	if (fs->nodes)
+		node_commit(fs, 1);
 	node_table_free(fs);
 	fs->up = (struct fs_upcalls){0};
 	cap_free(fs->cap);

@@ -30,6 +30,7 @@ int node_table_init(struct fs *fs)
 		return -ENOMEM;
 	pthread_mutex_init(&fs->nodes_lock, NULL);
 	pthread_mutex_init(&fs->dirty_lock, NULL);
+	pthread_mutex_init(&fs->frees_lock, NULL);
 	pthread_cond_init(&fs->dirty_cond, NULL);
 	pthread_cond_init(&fs->grow_cond, NULL);
 	pthread_cond_init(&fs->unname_cond, NULL);
@@ -64,6 +65,14 @@ void node_table_free(struct fs *fs)
 	fs->nodes = NULL;
 	while (fs->nseg_pool > 0)
 		free(fs->seg_pool[--fs->nseg_pool]);
+	/* What no commit freed stays on disk, unreferenced (kvfsctl gc). */
+	free(fs->frees);
+	fs->frees = NULL;
+	fs->nfrees = fs->frees_cap = 0;
+	free(fs->drops);
+	fs->drops = NULL;
+	fs->ndrops = fs->drops_cap = 0;
+	pthread_mutex_destroy(&fs->frees_lock);
 	pthread_mutex_destroy(&fs->nodes_lock);
 	pthread_mutex_destroy(&fs->dirty_lock);
 	pthread_cond_destroy(&fs->dirty_cond);
@@ -330,7 +339,29 @@ char *node_path(struct fs *fs, struct node *n)
 	return path;
 }
 
-void node_free_extent(struct fs *fs, const struct kv_extent *ext)
+/* Data file id may hold no record once committed: node_commit() checks. */
+static void node_drop_later(struct fs *fs, uint32_t id)
+{
+	pthread_mutex_lock(&fs->frees_lock);
+	for (size_t i = 0; i < fs->ndrops; i++)
+		if (fs->drops[i] == id)
+			id = 0;
+	if (id && fs->ndrops == fs->drops_cap) {
+		size_t ncap = fs->drops_cap ? 2 * fs->drops_cap : 16;
+		uint32_t *nd = realloc(fs->drops, ncap * sizeof(*nd));
+
+		if (nd) {
+			fs->drops = nd;
+			fs->drops_cap = ncap;
+		}
+	}
+	/* Without memory the file stays, empty: kvfsctl gc removes it. */
+	if (id && fs->ndrops < fs->drops_cap)
+		fs->drops[fs->ndrops++] = id;
+	pthread_mutex_unlock(&fs->frees_lock);
+}
+
+static void node_free_now(struct fs *fs, const struct kv_extent *ext)
 {
 	uint64_t refs = 1;
 	int rc;
@@ -347,13 +378,122 @@ void node_free_extent(struct fs *fs, const struct kv_extent *ext)
 		return;
 	if (fs->up.used)
 		fs->up.used(fs->up.ctx, -(int64_t)kv_extent_span(ext));
-	rc = idx_datafile_refs(fs->idx, ext->file_id, &refs);
-	if (rc < 0)
+	/*
+	 * While batching, the index's view of the file includes changes not
+	 * committed yet, which a crash would undo: whether the file goes is
+	 * decided at a commit (node_commit()).
+	 */
+	if (idx_batching(fs->idx)) {
+		node_drop_later(fs, ext->file_id);
+		refs = 1;
+	} else if (idx_datafile_refs(fs->idx, ext->file_id, &refs) < 0) {
 		refs = 1; /* keep the file when unsure */
+	}
 	rc = store_free(fs->store, ext, refs);
 	if (rc < 0)
 		log_warn("cannot free record in %06u.kvd: %s", ext->file_id,
 			 strerror(-rc));
+}
+
+void node_free_extent(struct fs *fs, const struct kv_extent *ext)
+{
+	uint64_t seq;
+
+	if (!kv_ext_large(ext) && ext->file_id == 0)
+		return;
+	seq = idx_batch_seq(fs->idx);
+	if (seq == 0) {
+		node_free_now(fs, ext);
+		return;
+	}
+	pthread_mutex_lock(&fs->frees_lock);
+	if (fs->nfrees == fs->frees_cap) {
+		size_t ncap = fs->frees_cap ? 2 * fs->frees_cap : 64;
+		struct fs_free *nf = realloc(fs->frees, ncap * sizeof(*nf));
+
+		if (nf) {
+			fs->frees = nf;
+			fs->frees_cap = ncap;
+		}
+	}
+	if (fs->nfrees < fs->frees_cap) {
+		fs->frees[fs->nfrees++] = (struct fs_free){*ext, seq};
+		seq = 0;
+	}
+	pthread_mutex_unlock(&fs->frees_lock);
+	/* No memory to wait with: commit now rather than free too early. */
+	if (seq && node_commit(fs, 1) == 0)
+		node_free_now(fs, ext);
+}
+
+void node_free_committed(struct fs *fs)
+{
+	struct fs_free *done = NULL;
+	size_t ndone = 0, k = 0;
+
+	pthread_mutex_lock(&fs->frees_lock);
+	if (fs->nfrees > 0)
+		done = malloc(fs->nfrees * sizeof(*done));
+	for (size_t i = 0; done && i < fs->nfrees; i++) {
+		int st = idx_batch_done(fs->idx, fs->frees[i].seq);
+
+		if (st == 0)
+			fs->frees[k++] = fs->frees[i];
+		else if (st > 0)
+			done[ndone++] = fs->frees[i];
+		/* Lost: the index still points at it, so it stays. */
+	}
+	if (done)
+		fs->nfrees = k;
+	pthread_mutex_unlock(&fs->frees_lock);
+	for (size_t i = 0; i < ndone; i++)
+		node_free_now(fs, &done[i].ext);
+	free(done);
+}
+
+/*
+ * Removes the data files of fs->drops that the committed index holds no
+ * record in; keeps for later those it cannot tell yet (a batch is open).
+ */
+static int node_commit_drops(struct fs *fs, int force)
+{
+	uint32_t *ids = NULL;
+	unsigned char *unused = NULL;
+	size_t n;
+	int rc;
+
+	pthread_mutex_lock(&fs->frees_lock);
+	n = fs->ndrops;
+	if (n > 0) {
+		ids = malloc(n * sizeof(*ids));
+		unused = malloc(n);
+	}
+	if (ids && unused) {
+		memcpy(ids, fs->drops, n * sizeof(*ids));
+		fs->ndrops = 0;
+	} else {
+		n = 0;
+	}
+	pthread_mutex_unlock(&fs->frees_lock);
+	rc = idx_commit_files(fs->idx, force, ids, n, unused);
+	for (size_t i = 0; i < n; i++) {
+		if (unused[i] == 1)
+			store_drop_file(fs->store, ids[i]);
+		else if (unused[i] == 2)
+			node_drop_later(fs, ids[i]);
+	}
+	free(ids);
+	free(unused);
+	return rc;
+}
+
+int node_commit(struct fs *fs, int force)
+{
+	/* Files the frees below leave empty are checked at the next one. */
+	int rc = node_commit_drops(fs, force);
+
+	node_free_committed(fs);
+	return rc;
 }
 
 void node_release_inode(struct fs *fs, uint64_t ino)
@@ -604,5 +744,9 @@ int node_unname(struct fs *fs, const struct idx_name *e, int evict)
 
 int node_evict_name(struct fs *fs, const struct idx_name *e)
 {
-	return node_is_busy(fs, e->ino) ? 0 : node_unname(fs, e, 1);
+	if (node_is_busy(fs, e->ino) || !node_unname(fs, e, 1))
+		return 0;
+	/* The room is made when the record is freed: after the commit. */
+	node_commit(fs, 1);
+	return 1;
 }

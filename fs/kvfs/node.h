@@ -57,8 +57,21 @@ int node_rename(struct fs *fs, struct node *n, uint64_t parent,
 char *node_path(struct fs *fs, struct node *n);
 /* Releases an unlinked inode that no node holds: index row and record. */
 void node_release_inode(struct fs *fs, uint64_t ino);
-/* Frees a record and, when its data file has no live record left, the file. */
+/*
+ * Frees a record and, when its data file has no live record left, the file;
+ * or an extent file. Once the index no longer points at it, for good: when
+ * the change that stopped it is in an index batch not committed yet, the
+ * free waits for the batch's commit (node_commit()), so that a crash never
+ * leaves the index pointing at freed bytes; a lost batch keeps it.
+ */
 void node_free_extent(struct fs *fs, const struct kv_extent *ext);
+/*
+ * Commits the index's batch (idx_commit(); force: even while a test holds
+ * it) and frees what waited for that. 0 or the commit's -errno.
+ */
+int node_commit(struct fs *fs, int force);
+/* Frees what waited for batches that ended (after idx_sync(), say). */
+void node_free_committed(struct fs *fs);
 /*
  * Saves n's unsaved bytes as a new record and points the index at it. Call
  * with n->rw held exclusive. 0 when there was nothing to save.

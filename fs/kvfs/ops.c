@@ -475,6 +475,11 @@ static void fs_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fs_reply_err(req, rc);
 		return;
 	}
+	/*
+	 * A removal that returned is never undone by a crash: it commits the
+	 * index's batch (an engine removes a block it found bad).
+	 */
+	node_commit(fs, 1);
 	/* As idx_unlink changed the parent's row. */
 	fs_touch_dir(fs, parent, now, rmdir ? -1 : 0);
 	fs_name_gone(fs, ino, nlink);
@@ -634,6 +639,14 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fs_reply_err(req, rc);
 		return;
 	}
+	/*
+	 * A rename that replaced a file is never undone by a crash, which
+	 * would bring the older file back: it commits the index's batch. A
+	 * new file's rename waits for the next commit, and a crash before it
+	 * loses the file whole (its save was queued, too).
+	 */
+	if (replaced)
+		node_commit(fs, 1);
 	fs_refresh_dir(fs, parent);
 	if (newparent != parent)
 		fs_refresh_dir(fs, newparent);
@@ -996,7 +1009,11 @@ static void fs_releasedir(fuse_req_t req, fuse_ino_t ino,
 static void fs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
-	fs_reply_err(req, idx_sync(fs_of(req)->idx));
+	struct fs *fs = fs_of(req);
+	int rc = idx_sync(fs->idx);
+
+	node_free_committed(fs);
+	fs_reply_err(req, rc);
 }
 
 static void fs_statfs(fuse_req_t req, fuse_ino_t ino)

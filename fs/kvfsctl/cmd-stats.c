@@ -264,6 +264,12 @@ static void kc_stats_text(const struct kc_metrics *ms)
 	       kc_num(f, sizeof(f), M(CTLPROTO_M_WB_COMMITS)),
 	       kc_num(g, sizeof(g), M(CTLPROTO_M_WB_CANCELLED)),
 	       kc_num(h, sizeof(h), M(CTLPROTO_M_WB_FAILED)));
+	if (M(CTLPROTO_M_INDEX_COMMITS) >= 0)
+		printf("index          %12s  commits; %s changes not committed "
+		       "yet, %s lost\n",
+		       kc_num(a, sizeof(a), M(CTLPROTO_M_INDEX_COMMITS)),
+		       kc_num(b, sizeof(b), M(CTLPROTO_M_INDEX_BATCH)),
+		       kc_num(c, sizeof(c), M(CTLPROTO_M_INDEX_LOST)));
 	printf("memory waits   %12s  writes that waited for the queue (%s ms "
 	       "in all); %s refused (EDQUOT)\n",
 	       kc_num(a, sizeof(a), M(CTLPROTO_M_DIRTY_WAITS)),
