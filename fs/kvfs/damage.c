@@ -193,8 +193,9 @@ int fs_fault_read(struct fs *fs, uint64_t ino)
  * - "user.kvfs.fault.backing_error" = ERRNO on any inode: registering a
  *   backing file for passthrough fails with it, as a kernel's refusal.
  * - "user.kvfs.fault.idx_hold" = 1 on any inode: the index's batch is
- *   committed only by fsync(2), kvfsctl sync, an eviction and unmount
- *   (0 ends it), so that a crash loses what it holds.
+ *   committed only by fsync(2), kvfsctl sync, an eviction, an unlink,
+ *   rmdir or replacing rename, and unmount (0 ends it), so that a crash
+ *   loses what it holds.
  * Returns 1 when name was a hook (rc in *rc), 0 otherwise.
  */
 int fs_fault_setxattr(struct fs *fs, uint64_t ino, const char *name,
