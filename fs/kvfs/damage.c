@@ -127,6 +127,8 @@ void fs_drop(struct fs *fs, struct node *n)
 		goto out_wait;
 	}
 	vc_bump(fs->vc, parent, name, 0, 0);
+	/* As an unlink: never undone by a crash (node_unname()). */
+	node_commit(fs, 1);
 	pthread_rwlock_wrlock(&n->rw);
 	n->attr.nlink = nlink;
 	n->attr.ctime_ns = now;

@@ -402,6 +402,9 @@ void node_free_extent(struct fs *fs, const struct kv_extent *ext)
 	if (!kv_ext_large(ext) && ext->file_id == 0)
 		return;
 	seq = idx_batch_seq(fs->idx);
+	/* Extent files go seldom, and their room is large: commit now. */
+	if (seq && kv_ext_large(ext) && node_commit(fs, 1) == 0)
+		seq = 0;
 	if (seq == 0) {
 		node_free_now(fs, ext);
 		return;
@@ -739,14 +742,15 @@ int node_unname(struct fs *fs, const struct idx_name *e, int evict)
 		notify_entry(fs->notify, o.parent, o.name);
 	}
 	node_relink(fs, ino, nlink, now, evict);
+	/*
+	 * A removal by the daemon is never undone by a crash either; and an
+	 * eviction's room is made when the record is freed, after the commit.
+	 */
+	node_commit(fs, 1);
 	return 1;
 }
 
 int node_evict_name(struct fs *fs, const struct idx_name *e)
 {
-	if (node_is_busy(fs, e->ino) || !node_unname(fs, e, 1))
-		return 0;
-	/* The room is made when the record is freed: after the commit. */
-	node_commit(fs, 1);
-	return 1;
+	return node_is_busy(fs, e->ino) ? 0 : node_unname(fs, e, 1);
 }
