@@ -140,6 +140,13 @@ int wb_save_locked(struct fs *fs, struct node *n)
 		return 0;
 	if (!wb || fs->cfg.durable)
 		return node_flush_locked(fs, n);
+	/*
+	 * Nothing to append and no save of it queued to keep in order: an
+	 * empty file is saved here, one change in the index's batch, without
+	 * waking a writer and the committer.
+	 */
+	if (size == 0 && atomic_load(&n->wb_jobs) == 0)
+		return node_flush_locked(fs, n);
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
