@@ -293,6 +293,8 @@ int ctlproto_response_parse(const char *text, struct ctlproto_json *out);
 	  "Opens of extent files the kernel serves from the backing file.")    \
 	X(GETXATTRS, "getxattr_requests_total", counter,                       \
 	  "GETXATTRs (one per write of a handle without direct_io).")          \
+	X(FUSE_REQUESTS, "fuse_requests_total", counter,                       \
+	  "FUSE requests received, of every kind (not INIT or INTERRUPT).")    \
 	X(RADOS_REACHABLE, "rados_reachable", gauge,                           \
 	  "1 while the shared tier's cluster answers (0: off or down).")       \
 	X(RADOS_PUTS_QUEUED, "rados_puts_queued", gauge,                       \

@@ -224,6 +224,8 @@ static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 			    atomic_load(&fs->pt_opens));
 	ctlproto_metric_put(t, CTLPROTO_M_GETXATTRS,
 			    atomic_load(&fs->getxattrs));
+	ctlproto_metric_put(t, CTLPROTO_M_FUSE_REQUESTS,
+			    atomic_load(&fs->fuse_requests));
 	fs_ctl_share_stats(fs, t);
 }
 

@@ -292,8 +292,9 @@ struct fs {
 	atomic_uint_fast64_t dirty_refused; /* writes refused: -EDQUOT */
 	/* Extent files (extent.c): made, bytes written and read in place. */
 	atomic_uint_fast64_t ext_made, ext_write_bytes, ext_read_bytes;
-	atomic_uint_fast64_t pt_opens;	/* opens served by passthrough */
-	atomic_uint_fast64_t getxattrs; /* GETXATTR requests */
+	atomic_uint_fast64_t pt_opens;	    /* opens served by passthrough */
+	atomic_uint_fast64_t getxattrs;	    /* GETXATTR requests */
+	atomic_uint_fast64_t fuse_requests; /* every request (reqcount.h) */
 	atomic_int pt_off; /* passthrough refused: not tried again */
 	/* Capacity, eviction and the touch queue (capacity.c). */
 	struct cap *cap;

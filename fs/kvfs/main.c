@@ -59,6 +59,7 @@
 #include "ctlsock.h"
 #include "datadir.h"
 #include "defer.h"
+#include "reqcount.h"
 #include "extq.h"
 #include "fs.h"
 #include "fuse_compat.h"
@@ -903,6 +904,7 @@ static int kvfs_mount(struct fs *fs, struct fuse_args *args,
 	 */
 	if (fs->cfg.defer || fs->cfg.io_uring)
 		defer_patch_ops(&ops, fs->cfg.durable, !fs->cfg.io_uring);
+	reqcount_patch_ops(&ops);
 	fs->se = fuse_session_new(args, &ops, sizeof(ops), fs);
 	if (!fs->se)
 		return ret;
