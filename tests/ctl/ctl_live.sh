@@ -84,6 +84,7 @@ has stats-json '^\{"summary": \{"lookups": [0-9]+'
 lk0=$(($(prom "$T_TMP/stats.1" lookup_hits_total) +
 	$(prom "$T_TMP/stats.1" lookup_misses_total)))
 ap0=$(prom "$T_TMP/stats.1" store_appends_total)
+rq0=$(prom "$T_TMP/stats.1" fuse_requests_total)
 for k in 5 6 7; do
 	expect "$LP" store "$LEAF/k$k.bin" $BLK $k = "store: stored"
 done
@@ -96,10 +97,16 @@ awk -f "$PROMCHECK" "$T_TMP/stats.2" >&2 ||
 lk1=$(($(prom "$T_TMP/stats.2" lookup_hits_total) +
 	$(prom "$T_TMP/stats.2" lookup_misses_total)))
 ap1=$(prom "$T_TMP/stats.2" store_appends_total)
+rq1=$(prom "$T_TMP/stats.2" fuse_requests_total)
 # 3 stores (each an access() miss and a temp-name lookup) and 5 misses.
 [ $((lk1 - lk0)) -ge 8 ] || t_fail "lookups moved by $((lk1 - lk0)), want >= 8"
 [ $((ap1 - ap0)) -ge 3 ] || t_fail "appends moved by $((ap1 - ap0)), want >= 3"
-t_log "stats: Prometheus text; lookups +$((lk1 - lk0)), appends +$((ap1 - ap0))"
+# Each store at least LOOKUP twice, CREATE, WRITE, FLUSH, RELEASE and
+# RENAME; each miss a LOOKUP.
+[ $((rq1 - rq0)) -ge 26 ] ||
+	t_fail "FUSE requests moved by $((rq1 - rq0)), want >= 26"
+t_log "stats: Prometheus text; lookups +$((lk1 - lk0)), appends" \
+	"+$((ap1 - ap0)), FUSE requests +$((rq1 - rq0))"
 kc_ok stats "$KC" stats "$MNT"
 for w in lookups probes stores loads drops quarantines invalidations errors \
 	write-behind "memory waits"; do
