@@ -59,7 +59,6 @@
 #include "ctlsock.h"
 #include "datadir.h"
 #include "defer.h"
-#include "reqcount.h"
 #include "extq.h"
 #include "fs.h"
 #include "fuse_compat.h"
@@ -69,6 +68,7 @@
 #include "node.h"
 #include "notify.h"
 #include "ops.h"
+#include "reqcount.h"
 #include "share.h"
 #include "wb.h"
 

@@ -268,7 +268,7 @@ int main(int argc, char **argv)
 	t0 = fd_now();
 	if (!strcmp(argv[1], "create")) {
 		errors = fd_run(jobs, nthreads, fd_create_thread);
-		printf("create %" PRIu64 " files in %.1f s\n", n,
+		printf("create %" PRIu64 " files in %.3f s\n", n,
 		       fd_now() - t0);
 	} else {
 		uint64_t count = strtoull(argv[4], NULL, 10);
