@@ -789,13 +789,66 @@ static int store_read_all(struct store *st, int fd, char *buf, size_t len,
 	return 0;
 }
 
+/*
+ * Reads [rstart, rend) of the record at ext into buf and checks the chunks
+ * of [off, end) against crcs (NULL: no check); rstart and rend are the
+ * KV_ALIGN-aligned (and, with crcs, chunk-aligned) span around them.
+ */
+static int store_read_span(struct store *st, const struct kv_extent *ext,
+			   const uint32_t *crcs, uint64_t off, uint64_t end,
+			   uint64_t rstart, uint64_t rend, char *buf)
+{
+	int fd, rc;
+
+	fd = store_file_fd(st, ext->file_id);
+	if (fd == -ENOENT) {
+		rc = -ENODATA;
+		goto out_err;
+	}
+	if (fd < 0) {
+		rc = fd;
+		goto out_err;
+	}
+	rc = store_read_all(st, fd, buf, rend - rstart,
+			    ext->off + ext->hdr_len + rstart);
+	if (rc < 0)
+		goto out_err;
+	if (crcs) {
+		uint32_t c0 = (uint32_t)(off / KV_CHUNK_SIZE);
+		uint32_t c1 = (uint32_t)((end - 1) / KV_CHUNK_SIZE);
+
+		for (uint32_t c = c0; c <= c1; c++) {
+			uint64_t cs = (uint64_t)c * KV_CHUNK_SIZE;
+			uint64_t clen = ext->len - cs < KV_CHUNK_SIZE
+						? ext->len - cs
+						: KV_CHUNK_SIZE;
+
+			if (crc32c(0, buf + (cs - rstart), clen) != crcs[c]) {
+				rc = -EBADMSG;
+				goto out_err;
+			}
+		}
+	}
+	atomic_fetch_add(&st->stats.reads, 1);
+	atomic_fetch_add(&st->stats.read_bytes, end - off);
+	return 0;
+out_err:
+	if (rc == -ENODATA)
+		atomic_fetch_add(&st->stats.short_records, 1);
+	else if (rc == -EBADMSG)
+		atomic_fetch_add(&st->stats.crc_errors, 1);
+	else
+		atomic_fetch_add(&st->stats.io_errors, 1);
+	return rc;
+}
+
 int store_read(struct store *st, const struct kv_extent *ext,
 	       const uint32_t *crcs, uint64_t off, size_t len,
 	       const void **data, size_t *n)
 {
-	uint64_t end, rstart, rend, base;
+	uint64_t end, rstart, rend;
 	char *buf;
-	int fd, rc;
+	int rc;
 
 	*n = 0;
 	if (off >= ext->len || len == 0)
@@ -815,47 +868,31 @@ int store_read(struct store *st, const struct kv_extent *ext,
 	buf = store_rbuf_get(rend - rstart);
 	if (!buf)
 		return -ENOMEM;
-	fd = store_file_fd(st, ext->file_id);
-	if (fd == -ENOENT) {
-		rc = -ENODATA;
-		goto out_err;
-	}
-	if (fd < 0) {
-		rc = fd;
-		goto out_err;
-	}
-	base = ext->off + ext->hdr_len;
-	rc = store_read_all(st, fd, buf, rend - rstart, base + rstart);
+	rc = store_read_span(st, ext, crcs, off, end, rstart, rend, buf);
 	if (rc < 0)
-		goto out_err;
-	if (crcs) {
-		uint32_t c0 = (uint32_t)(off / KV_CHUNK_SIZE);
-		uint32_t c1 = (uint32_t)((end - 1) / KV_CHUNK_SIZE);
-
-		for (uint32_t c = c0; c <= c1; c++) {
-			uint64_t cs = (uint64_t)c * KV_CHUNK_SIZE;
-			uint64_t clen = ext->len - cs < KV_CHUNK_SIZE
-						? ext->len - cs
-						: KV_CHUNK_SIZE;
-
-			if (crc32c(0, buf + (cs - rstart), clen) != crcs[c]) {
-				rc = -EBADMSG;
-				goto out_err;
-			}
-		}
-	}
+		return rc;
 	*data = buf + (off - rstart);
 	*n = end - off;
-	atomic_fetch_add(&st->stats.reads, 1);
-	atomic_fetch_add(&st->stats.read_bytes, *n);
 	return 0;
-out_err:
-	if (rc == -ENODATA)
-		atomic_fetch_add(&st->stats.short_records, 1);
-	else if (rc == -EBADMSG)
-		atomic_fetch_add(&st->stats.crc_errors, 1);
-	else
-		atomic_fetch_add(&st->stats.io_errors, 1);
+}
+
+int store_read_into(struct store *st, const struct kv_extent *ext,
+		    const uint32_t *crcs, uint64_t off, size_t len, void *buf,
+		    size_t *n)
+{
+	uint64_t end;
+	int rc;
+
+	*n = 0;
+	if (off % KV_CHUNK_SIZE || (uintptr_t)buf % KV_ALIGN)
+		return -EINVAL;
+	if (off >= ext->len || len == 0)
+		return 0;
+	end = len < ext->len - off ? off + len : ext->len;
+	rc = store_read_span(st, ext, crcs, off, end, off, kv_align_up(end),
+			     buf);
+	if (rc == 0)
+		*n = end - off;
 	return rc;
 }
 

@@ -115,6 +115,15 @@ void store_append_done(struct store *st, uint32_t file_id);
 int store_read(struct store *st, const struct kv_extent *ext,
 	       const uint32_t *crcs, uint64_t off, size_t len,
 	       const void **data, size_t *n);
+/*
+ * store_read() straight into buf, with no copy: off a multiple of
+ * KV_CHUNK_SIZE, buf KV_ALIGN-aligned with room for the clipped length
+ * rounded up to KV_ALIGN (the bytes past it are the data file's). *n is
+ * the clipped length. The same errors, and -EINVAL for a misaligned call.
+ */
+int store_read_into(struct store *st, const struct kv_extent *ext,
+		    const uint32_t *crcs, uint64_t off, size_t len, void *buf,
+		    size_t *n);
 
 /*
  * Frees the record at ext: punches a hole over it. When file_refs is 0 (the

@@ -196,20 +196,16 @@ int node_fill(struct fs *fs, struct node *n)
 			goto out_discard;
 		n->crcs_loaded = 1;
 	}
+	/* Each segment read into and checked in place: no staging copy. */
 	while (off < size) {
-		uint64_t piece = NODE_SEG - off % NODE_SEG;
-		const void *data;
 		size_t got;
 
-		if (piece > size - off)
-			piece = size - off;
-		rc = store_read(fs->store, &n->attr.ext, n->crcs, off, piece,
-				&data, &got);
+		rc = store_read_into(fs->store, &n->attr.ext, n->crcs, off,
+				     NODE_SEG, n->segs[off / NODE_SEG], &got);
 		if (rc == 0 && got == 0)
 			rc = -EIO;
 		if (rc < 0)
 			goto out_discard;
-		node_copy_in(n, off, data, got);
 		off += got;
 	}
 	n->cached = 1;
