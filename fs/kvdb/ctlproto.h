@@ -295,6 +295,24 @@ int ctlproto_response_parse(const char *text, struct ctlproto_json *out);
 	  "GETXATTRs (one per write of a handle without direct_io).")          \
 	X(FUSE_REQUESTS, "fuse_requests_total", counter,                       \
 	  "FUSE requests received, of every kind (not INIT or INTERRUPT).")    \
+	X(RA_STARTED, "readahead_started_total", counter,                      \
+	  "Read-aheads queued by lookup hits (-o prefetch).")                  \
+	X(RA_USED, "readahead_used_total", counter,                            \
+	  "Read-aheads a READ took instead of reading the data file.")         \
+	X(RA_WASTED, "readahead_wasted_total", counter,                        \
+	  "Read-aheads dropped unread: budget, or their record went.")         \
+	X(RA_FAILED, "readahead_failed_total", counter,                        \
+	  "Read-aheads whose read failed (then a failed read of the block).")  \
+	X(RA_READ_BYTES, "readahead_read_bytes_total", counter,                \
+	  "Bytes read ahead.")                                                 \
+	X(RA_BYTES, "readahead_bytes", gauge,                                  \
+	  "Memory the read-ahead cache holds (queued and in flight too).")     \
+	X(RA_PEAK_BYTES, "readahead_peak_bytes", gauge,                        \
+	  "The most memory the read-ahead cache held at once.")                \
+	X(RA_PENDING, "readahead_pending", gauge,                              \
+	  "Read-aheads queued or being read now.")                             \
+	X(RA_BUDGET, "readahead_budget_bytes", gauge,                          \
+	  "The read-ahead budget (-o prefetch; 0: off).")                      \
 	X(RADOS_REACHABLE, "rados_reachable", gauge,                           \
 	  "1 while the shared tier's cluster answers (0: off or down).")       \
 	X(RADOS_PUTS_QUEUED, "rados_puts_queued", gauge,                       \

@@ -24,6 +24,7 @@
 #include "fs.h"
 #include "ctlproto.h"
 #include "notify.h"
+#include "ra.h"
 #include "share.h"
 #include "tbuf.h"
 #include "wb.h"
@@ -142,6 +143,7 @@ static void fs_ctl_share_stats(struct fs *fs, struct tbuf *t)
 static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 {
 	struct idx_txn_stats xs;
+	struct ra_stats rs;
 	struct store_stats ss;
 	struct wb_stats ws;
 	struct vc_stats vs;
@@ -226,6 +228,16 @@ static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 			    atomic_load(&fs->getxattrs));
 	ctlproto_metric_put(t, CTLPROTO_M_FUSE_REQUESTS,
 			    atomic_load(&fs->fuse_requests));
+	ra_get_stats(fs, &rs);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_STARTED, rs.started);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_USED, rs.used);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_WASTED, rs.wasted);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_FAILED, rs.failed);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_READ_BYTES, rs.read_bytes);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_BYTES, rs.bytes);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_PEAK_BYTES, rs.peak_bytes);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_PENDING, rs.pending);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_BUDGET, fs->cfg.prefetch);
 	fs_ctl_share_stats(fs, t);
 }
 

@@ -153,6 +153,23 @@ out_free:
 	free(name);
 }
 
+void fs_read_damage(struct fs *fs, struct node *n, long long off, int rc,
+		    const char *what)
+{
+	char *path = node_path(fs, n);
+
+	log_warn("%s of %s (inode %llu) at %lld failed: %s", what,
+		 path ? path : "?", (unsigned long long)n->ino, off,
+		 fs_read_error(rc));
+	free(path);
+	/* Only a provably short record is dropped; any other failure keeps
+	 * the data. */
+	if (rc == -ENODATA)
+		fs_drop(fs, n);
+	else
+		fs_quarantine(fs, n, rc);
+}
+
 const char *fs_read_error(int rc)
 {
 	switch (rc) {

@@ -32,6 +32,14 @@ void fs_quarantine(struct fs *fs, struct node *n, int rc);
  * is freed once nothing holds the inode.
  */
 void fs_drop(struct fs *fs, struct node *n);
+/*
+ * A read of n (pinned, no lock held) at off failed with rc (store_read()'s
+ * errors); what is the reader, for the log line ("read", "read-ahead").
+ * Logs it, then drops the block when its record is provably short
+ * (-ENODATA) and quarantines it otherwise: the name becomes a miss.
+ */
+void fs_read_damage(struct fs *fs, struct node *n, long long off, int rc,
+		    const char *what);
 /* Words for a store_read() error, for log lines. */
 const char *fs_read_error(int rc);
 #ifdef KVFS_FAULT_INJECTION

@@ -243,6 +243,17 @@ void node_segs_release(struct fs *fs, char **segs, size_t nsegs)
 	pthread_mutex_unlock(&fs->dirty_lock);
 }
 
+void node_adopt(struct fs *fs, struct node *n, char **segs, size_t nsegs)
+{
+	pthread_mutex_lock(&fs->dirty_lock);
+	fs->dirty_bytes += nsegs * NODE_SEG;
+	pthread_mutex_unlock(&fs->dirty_lock);
+	free(n->segs);
+	n->segs = segs;
+	n->nsegs = nsegs;
+	n->cached = 1;
+}
+
 void node_discard(struct fs *fs, struct node *n)
 {
 	node_segs_release(fs, n->segs, n->nsegs);

@@ -41,6 +41,12 @@ void node_zero(struct node *n, uint64_t off, uint64_t len);
  * (at most len / NODE_SEG + 2). n->rw held.
  */
 int node_iov(struct node *n, uint64_t off, uint64_t len, struct iovec *iov);
+/*
+ * Makes nsegs segments of n's checked saved bytes (malloc'd, KV_ALIGN-
+ * aligned, counted by nobody) n's cached buffer, counted against the dirty
+ * limit from now on. n has no segments. n->rw exclusive.
+ */
+void node_adopt(struct fs *fs, struct node *n, char **segs, size_t nsegs);
 /* Drops n's unsaved bytes, back to the persisted state. n->rw exclusive. */
 void node_discard(struct fs *fs, struct node *n);
 /* Gives nsegs segments back to the pool and the dirty budget. */

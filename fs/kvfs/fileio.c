@@ -23,6 +23,7 @@
 #include "fuse_compat.h"
 #include "node.h"
 #include "notify.h"
+#include "ra.h"
 #include "wb.h"
 
 int fs_req_stop(void *arg)
@@ -353,6 +354,9 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	n = h->n;
 	fs_read_atime(fs, h);
+	/* A read-ahead of it in flight: its bytes, not a second read. */
+	if (!atomic_exchange(&h->ra_seen, 1))
+		ra_wait(fs, n, req);
 	pthread_rwlock_rdlock(&n->rw);
 	if (kv_ext_large(&n->attr.ext))
 		goto out_extent;
@@ -372,7 +376,9 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		rc = fs_fault_read(fs, ino);
 		if (rc == 0)
 #endif
-			rc = node_fill(fs, n);
+			/* Read ahead after its lookup, or read now. */
+			if (!ra_take(fs, n))
+				rc = node_fill(fs, n);
 		if (rc < 0)
 			goto out_unlock;
 	}
@@ -418,20 +424,15 @@ out_extent:
 void fs_read_failed(struct fs *fs, fuse_req_t req, struct node *n, off_t off,
 		    int rc)
 {
-	char *path = node_path(fs, n);
+	struct kv_extent ext;
 
-	log_warn("read of %s (inode %llu) at %lld failed: %s",
-		 path ? path : "?", (unsigned long long)n->ino, (long long)off,
-		 fs_read_error(rc));
-	free(path);
-	/*
-	 * Never a short count: an error, and the name becomes a miss. Only a
-	 * provably short record is dropped; any other failure keeps the data.
-	 */
-	if (rc == -ENODATA)
-		fs_drop(fs, n);
-	else
-		fs_quarantine(fs, n, rc);
+	/* Never a short count: an error, and the name becomes a miss. */
+	fs_read_damage(fs, n, (long long)off, rc, "read");
+	/* Nor are bytes read ahead for it served to another handle. */
+	pthread_rwlock_rdlock(&n->rw);
+	ext = n->attr.ext;
+	pthread_rwlock_unlock(&n->rw);
+	ra_drop(fs, &ext);
 	fs_reply_err(req, -EIO);
 }
 

@@ -40,6 +40,7 @@ struct extq;
 struct ctlsock;
 struct kvdb;
 struct notify;
+struct ra;
 struct share;
 struct stat;
 
@@ -179,6 +180,7 @@ struct fs_config {
 	/* Larger files are extent files (extent.h), not one record. */
 	uint64_t record_max;
 	uint64_t dirty_limit;
+	uint64_t prefetch;     /* read-ahead budget (ra.h); 0: off */
 	uint64_t index_mmap;   /* bytes of index.db read mapped (0: none) */
 	int64_t dirty_wait_ns; /* longest wait for room: FS_DIRTY_WAIT_NS */
 	unsigned threads;
@@ -256,6 +258,12 @@ struct fs {
 	struct vc *vc;		 /* lookup manager and verdict cache */
 	struct ctlsock *ctlsock; /* kvfsctl's socket (ctlsock.c), or NULL */
 	struct share *share;	 /* the shared tier (share.h), or NULL */
+	/*
+	 * The read-ahead cache (ra.h), or NULL; ra_forget is its ra_drop()
+	 * for the node table, which sits below it (set before the session).
+	 */
+	struct ra *ra;
+	void (*ra_forget)(struct fs *fs, const struct kv_extent *ext);
 	/*
 	 * After a save committed (seq: wb.c's number for it, 0 for a
 	 * synchronous one): share_saved, set by share_start before any save

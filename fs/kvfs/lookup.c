@@ -26,6 +26,7 @@
 #include "lookup.h"
 #include "node.h"
 #include "notify.h"
+#include "ra.h"
 #include "share.h"
 
 /*
@@ -103,7 +104,6 @@ static void fs_reply_verdict(struct fs *fs, fuse_req_t req, uint64_t parent,
 	pthread_rwlock_rdlock(&n->rw);
 	a = n->attr;
 	pthread_rwlock_unlock(&n->rw);
-	node_put(fs, n, 0, 0, 1);
 	memset(&e, 0, sizeof(e));
 	e.ino = a.ino;
 	e.attr_timeout = fs->cfg.attr_timeout;
@@ -112,6 +112,10 @@ static void fs_reply_verdict(struct fs *fs, fuse_req_t req, uint64_t parent,
 	if (fuse_reply_entry(req, &e) != 0)
 		/* The requester is gone: the kernel took no reference. */
 		node_forget_one(fs, a.ino);
+	else
+		/* An engine loads what it looked up: start reading it. */
+		ra_offer(fs, n);
+	node_put(fs, n, 0, 0, 1);
 }
 
 int fs_probe(void *ctx, size_t n, const uint64_t *parents,

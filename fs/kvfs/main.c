@@ -68,6 +68,7 @@
 #include "node.h"
 #include "notify.h"
 #include "ops.h"
+#include "ra.h"
 #include "reqcount.h"
 #include "share.h"
 #include "wb.h"
@@ -92,6 +93,7 @@ struct kvfs_opts {
 	char *record_max;
 	char *dirty_limit;
 	char *index_mmap;
+	char *prefetch;
 	char *root_mode;
 	double entry_timeout;
 	double attr_timeout;
@@ -128,6 +130,7 @@ static const struct fuse_opt kvfs_opt_spec[] = {
 	KVFS_OPT("record_max=%s", record_max),
 	KVFS_OPT("dirty_limit=%s", dirty_limit),
 	KVFS_OPT("index_mmap=%s", index_mmap),
+	KVFS_OPT("prefetch=%s", prefetch),
 	KVFS_OPT("root_mode=%s", root_mode),
 	KVFS_OPT("entry_timeout=%lf", entry_timeout),
 	KVFS_OPT("attr_timeout=%lf", attr_timeout),
@@ -178,6 +181,8 @@ static void kvfs_usage(const char *prog)
 	       "    -o index_mmap=SIZE     bytes of the index read through a "
 	       "mapping (default 1G;\n"
 	       "                           0: pread)\n"
+	       "    -o prefetch=SIZE       read-ahead of looked-up blocks "
+	       "(default 256M; 0: off)\n"
 	       "    -o threads=N           FUSE worker threads (default 16)\n"
 	       "    -o root_mode=OCTAL     root directory mode of a new "
 	       "DATADIR (default 0755)\n"
@@ -410,6 +415,7 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 	c->record_max = FS_RECORD_MAX;
 	c->dirty_limit = 1ull << 30;
 	c->index_mmap = FS_INDEX_MMAP;
+	c->prefetch = RA_DEFAULT_BUDGET;
 	c->dirty_wait_ns = FS_DIRTY_WAIT_NS;
 	c->root_mode = 0755;
 	if (o->loglevel && log_parse_level(o->loglevel, &c->loglevel) < 0) {
@@ -437,6 +443,10 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 	    (kvfs_parse_size(o->dirty_limit, &c->dirty_limit) < 0 ||
 	     c->dirty_limit == 0)) {
 		fprintf(stderr, "kvfs: bad dirty_limit '%s'\n", o->dirty_limit);
+		return -EINVAL;
+	}
+	if (o->prefetch && kvfs_parse_size(o->prefetch, &c->prefetch) < 0) {
+		fprintf(stderr, "kvfs: bad prefetch '%s'\n", o->prefetch);
 		return -EINVAL;
 	}
 	if (o->index_mmap &&
@@ -808,6 +818,8 @@ static void kvfs_stop_threads(struct fs *fs)
 	share_stop(fs);
 	janitor_stop(fs);
 	ctlsock_stop(fs);
+	/* After all that frees records, before what a failed read uses. */
+	ra_stop(fs);
 	/* Answers every parked lookup before the session goes away. */
 	vc_free(fs->vc);
 	fs->vc = NULL;
@@ -836,11 +848,12 @@ static int kvfs_run(struct fs *fs, struct fuse_cmdline_opts *co)
 	    kvfs_start_vc(fs) < 0 || idx_start_checkpointer(fs->idx) < 0 ||
 	    janitor_start(fs) < 0 || wb_start(fs, KVFS_WB_WRITERS) < 0 ||
 	    fs_extq_start(fs) < 0 || share_start(fs) < 0 ||
+	    ra_start(fs, fs->cfg.prefetch) < 0 ||
 	    ((fs->cfg.defer || fs->cfg.io_uring) &&
 	     defer_start(fs, DEFER_THREADS) < 0)) {
 		log_err("cannot start the notifier, probe, checkpoint, "
-			"write-behind, extent-write, shared-tier and "
-			"deferred-request threads");
+			"write-behind, extent-write, shared-tier, read-ahead "
+			"and deferred-request threads");
 		goto out_stop;
 	}
 	/*
@@ -982,6 +995,7 @@ out_args:
 	free(o.max_file_size);
 	free(o.record_max);
 	free(o.dirty_limit);
+	free(o.prefetch);
 	free(o.index_mmap);
 	free(o.root_mode);
 	free(o.io_uring_q_depth);

@@ -401,6 +401,9 @@ void node_free_extent(struct fs *fs, const struct kv_extent *ext)
 
 	if (!kv_ext_large(ext) && ext->file_id == 0)
 		return;
+	/* Bytes read ahead for it are never served again. */
+	if (fs->ra_forget)
+		fs->ra_forget(fs, ext);
 	seq = idx_batch_seq(fs->idx);
 	/* Extent files go seldom, and their room is large: commit now. */
 	if (seq && kv_ext_large(ext) && node_commit(fs, 1) == 0)

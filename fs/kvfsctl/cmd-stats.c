@@ -207,6 +207,16 @@ static const char *kc_size_metric(char *buf, size_t len, double v)
 	return kc_size(buf, len, (uint64_t)v);
 }
 
+/* part of whole as a hit rate ("-" before there is any). */
+static const char *kc_pct(char *buf, size_t len, double part, double whole)
+{
+	if (part < 0 || whole <= 0)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.0f%% hit rate", 100.0 * part / whole);
+	return buf;
+}
+
 static void kc_stats_text(const struct kc_metrics *ms)
 {
 	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
@@ -275,6 +285,22 @@ static void kc_stats_text(const struct kc_metrics *ms)
 	       kc_num(a, sizeof(a), M(CTLPROTO_M_DIRTY_WAITS)),
 	       kc_num(b, sizeof(b), M(CTLPROTO_M_DIRTY_WAIT_MS)),
 	       kc_num(c, sizeof(c), M(CTLPROTO_M_DIRTY_REFUSED)));
+	if (M(CTLPROTO_M_RA_STARTED) >= 0) {
+		double started = M(CTLPROTO_M_RA_STARTED);
+
+		printf("read-ahead     %12s  used %s (%s), wasted %s, failed "
+		       "%s; "
+		       "%s held (peak %s, budget %s)\n",
+		       kc_num(a, sizeof(a), started),
+		       kc_num(b, sizeof(b), M(CTLPROTO_M_RA_USED)),
+		       kc_pct(c, sizeof(c), M(CTLPROTO_M_RA_USED), started),
+		       kc_num(d, sizeof(d), M(CTLPROTO_M_RA_WASTED)),
+		       kc_num(e, sizeof(e), M(CTLPROTO_M_RA_FAILED)),
+		       kc_size_metric(f, sizeof(f), M(CTLPROTO_M_RA_BYTES)),
+		       kc_size_metric(g, sizeof(g),
+				      M(CTLPROTO_M_RA_PEAK_BYTES)),
+		       kc_size_metric(h, sizeof(h), M(CTLPROTO_M_RA_BUDGET)));
+	}
 #undef M
 }
 

@@ -8,9 +8,13 @@
  *              NBLOCKS THREADS
  *       access(dest) -> mkdir -p -> open(tmp, O_CREAT|O_EXCL|O_WRONLY|
  *       O_TRUNC|O_DIRECT) -> one write -> close -> rename, per block
- *   store_load load DIR SIZE NBLOCKS THREADS direct|buffered
+ *   store_load [-l BATCH] load DIR SIZE NBLOCKS THREADS direct|buffered
  *       open(O_RDONLY[|O_DIRECT]) -> one read -> close, per block; the
  *       first 4 bytes of each block are checked
+ *       -l BATCH  lookup, then load, as an engine's lookup manager and
+ *                 load job: each thread takes its blocks BATCH at a
+ *                 time, access(F_OK)s the batch, then loads it; the
+ *                 latencies are the loads', MiB/s is over both
  * Blocks are split into THREADS contiguous ranges, one per thread. Small
  * SIZEs (4096) make the store mode the small-file create benchmark.
  *
@@ -66,6 +70,7 @@ struct sl_job {
 	int from, to;
 	enum sl_op op;
 	int direct;
+	int batch;   /* -l: blocks looked up before they are loaded */
 	double *lat; /* seconds per block, indexed by block */
 	long errors;
 	int first_err; /* -errno of this thread's first failed block */
@@ -79,6 +84,7 @@ struct sl_pass {
 	int n, nthreads;
 	enum sl_op op;
 	int direct;
+	int batch;
 	double *lat;
 	long errors;
 	const char *first_err; /* errno name of the first failure, or "-" */
@@ -191,9 +197,17 @@ static void *sl_thread(void *arg)
 		memset(buf, 0x5a, j->size);
 	}
 	for (int i = j->from; i < j->to; i++) {
-		double t0 = sl_now();
+		double t0;
 		int rc;
 
+		/* -l: the batch's lookups first, as the lookup manager's. */
+		if (j->op == SL_LOAD && j->batch &&
+		    (i - j->from) % j->batch == 0)
+			for (int k = i; k < j->to && k < i + j->batch; k++)
+				if ((rc = sl_access_one(j, k)) < 0 &&
+				    j->errors++ == 0)
+					j->first_err = rc;
+		t0 = sl_now();
 		switch (j->op) {
 		case SL_STORE:
 			rc = sl_store_one(j, buf, i, &j->lat[i]);
@@ -236,6 +250,7 @@ static int sl_run_pass(struct sl_pass *p)
 			.to = (int)((long)p->n * (i + 1) / p->nthreads),
 			.op = p->op,
 			.direct = p->direct,
+			.batch = p->batch,
 			.lat = p->lat};
 		pthread_create(&t[i], NULL, sl_thread, &jobs[i]);
 	}
@@ -309,8 +324,13 @@ int main(int argc, char **argv)
 	char sync_ms[32] = "-", access_rate[32] = "-";
 	int opt, sync = 0, athreads = 0, n;
 
-	while ((opt = getopt(argc, argv, "+u:a:sc:")) != -1) {
+	while ((opt = getopt(argc, argv, "+u:a:sc:l:")) != -1) {
 		switch (opt) {
+		case 'l':
+			p.batch = atoi(optarg);
+			if (p.batch <= 0)
+				return sl_usage();
+			break;
 		case 'u':
 			p.old = optarg;
 			break;
@@ -340,7 +360,8 @@ int main(int argc, char **argv)
 	p.direct = p.op == SL_STORE ||
 		   (argc > 6 && strcmp(argv[6], "direct") == 0);
 	if (n <= 0 || p.nthreads <= 0 || athreads < 0 ||
-	    (p.op != SL_STORE && (p.old || athreads || sync || cmd)))
+	    (p.op != SL_STORE && (p.old || athreads || sync || cmd)) ||
+	    (p.op != SL_LOAD && p.batch))
 		return sl_usage();
 	p.lat = calloc((size_t)n, sizeof(*p.lat));
 	a.lat = calloc((size_t)n, sizeof(*a.lat));

@@ -109,7 +109,7 @@ t_log "stats: Prometheus text; lookups +$((lk1 - lk0)), appends" \
 	"+$((ap1 - ap0)), FUSE requests +$((rq1 - rq0))"
 kc_ok stats "$KC" stats "$MNT"
 for w in lookups probes stores loads drops quarantines invalidations errors \
-	write-behind "memory waits"; do
+	write-behind "memory waits" read-ahead; do
 	has stats "^$w +[0-9]+"
 done
 # sync: every file closed before it is saved; then the queue is empty.
