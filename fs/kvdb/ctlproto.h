@@ -303,6 +303,8 @@ int ctlproto_response_parse(const char *text, struct ctlproto_json *out);
 	  "Read-aheads dropped unread: budget, or their record went.")         \
 	X(RA_FAILED, "readahead_failed_total", counter,                        \
 	  "Read-aheads whose read failed (then a failed read of the block).")  \
+	X(RA_SKIPPED, "readahead_skipped_total", counter,                      \
+	  "Lookup hits not read ahead: read-aheads were going unused.")        \
 	X(RA_READ_BYTES, "readahead_read_bytes_total", counter,                \
 	  "Bytes read ahead.")                                                 \
 	X(RA_BYTES, "readahead_bytes", gauge,                                  \

@@ -233,6 +233,7 @@ static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 	ctlproto_metric_put(t, CTLPROTO_M_RA_USED, rs.used);
 	ctlproto_metric_put(t, CTLPROTO_M_RA_WASTED, rs.wasted);
 	ctlproto_metric_put(t, CTLPROTO_M_RA_FAILED, rs.failed);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_SKIPPED, rs.skipped);
 	ctlproto_metric_put(t, CTLPROTO_M_RA_READ_BYTES, rs.read_bytes);
 	ctlproto_metric_put(t, CTLPROTO_M_RA_BYTES, rs.bytes);
 	ctlproto_metric_put(t, CTLPROTO_M_RA_PEAK_BYTES, rs.peak_bytes);

@@ -19,7 +19,7 @@
  * waits: a writer waits for room before it takes n->rw (node_budget_wait),
  * so the limit may be passed by what the writers let in at once.
  */
-static char *node_seg_get(struct fs *fs)
+static char *node_seg_pop(struct fs *fs, uint64_t charge)
 {
 	char *seg = NULL;
 	void *p;
@@ -27,17 +27,39 @@ static char *node_seg_get(struct fs *fs)
 	pthread_mutex_lock(&fs->dirty_lock);
 	if (fs->nseg_pool > 0)
 		seg = fs->seg_pool[--fs->nseg_pool];
-	fs->dirty_bytes += NODE_SEG;
+	fs->dirty_bytes += charge;
 	pthread_mutex_unlock(&fs->dirty_lock);
 	if (seg)
 		return seg;
 	if (posix_memalign(&p, KV_ALIGN, NODE_SEG) == 0)
 		return p;
 	pthread_mutex_lock(&fs->dirty_lock);
-	fs->dirty_bytes -= NODE_SEG;
+	fs->dirty_bytes -= charge;
 	pthread_cond_broadcast(&fs->dirty_cond);
 	pthread_mutex_unlock(&fs->dirty_lock);
 	return NULL;
+}
+
+static char *node_seg_get(struct fs *fs)
+{
+	return node_seg_pop(fs, NODE_SEG);
+}
+
+char *node_seg_raw(struct fs *fs)
+{
+	/* A pooled segment's pages are there already: no page faults. */
+	return node_seg_pop(fs, 0);
+}
+
+void node_seg_raw_put(struct fs *fs, char *seg)
+{
+	pthread_mutex_lock(&fs->dirty_lock);
+	if (fs->nseg_pool < NODE_SEG_POOL) {
+		fs->seg_pool[fs->nseg_pool++] = seg;
+		seg = NULL;
+	}
+	pthread_mutex_unlock(&fs->dirty_lock);
+	free(seg);
 }
 
 /* Slices in which a budget wait looks for an interrupt. */

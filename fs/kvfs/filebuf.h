@@ -42,9 +42,16 @@ void node_zero(struct node *n, uint64_t off, uint64_t len);
  */
 int node_iov(struct node *n, uint64_t off, uint64_t len, struct iovec *iov);
 /*
- * Makes nsegs segments of n's checked saved bytes (malloc'd, KV_ALIGN-
- * aligned, counted by nobody) n's cached buffer, counted against the dirty
- * limit from now on. n has no segments. n->rw exclusive.
+ * A segment (from the idle pool when it has one) that nothing counts
+ * against the dirty limit, or NULL: for bytes read before they belong to
+ * a node (ra.c). Given back with node_seg_raw_put() or node_adopt().
+ */
+char *node_seg_raw(struct fs *fs);
+void node_seg_raw_put(struct fs *fs, char *seg);
+/*
+ * Makes nsegs segments of n's checked saved bytes (node_seg_raw()'s) n's
+ * cached buffer, counted against the dirty limit from now on. n has no
+ * segments. n->rw exclusive.
  */
 void node_adopt(struct fs *fs, struct node *n, char **segs, size_t nsegs);
 /* Drops n's unsaved bytes, back to the persisted state. n->rw exclusive. */

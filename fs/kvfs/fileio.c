@@ -355,8 +355,7 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	n = h->n;
 	fs_read_atime(fs, h);
 	/* A read-ahead of it in flight: its bytes, not a second read. */
-	if (!atomic_exchange(&h->ra_seen, 1))
-		ra_wait(fs, n, req);
+	ra_wait(fs, n, req);
 	pthread_rwlock_rdlock(&n->rw);
 	if (kv_ext_large(&n->attr.ext))
 		goto out_extent;

@@ -26,7 +26,6 @@ struct fs_handle {
 	struct node *n;
 	int flags;
 	atomic_int read_seen; /* a read came: the atime rules ran */
-	atomic_int ra_seen;   /* a read came: it waited for a read-ahead */
 	atomic_int writing;   /* wrote since its last FLUSH (n->writers) */
 	int bid;    /* the kernel serves it from this backing file (extent.h) */
 	int direct; /* OPEN gave it direct_io (ops.c) */

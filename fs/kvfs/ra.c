@@ -18,6 +18,14 @@
 #include "node.h"
 
 #define RA_BUCKETS 4096u
+/*
+ * Lookups that are followed by loads earn read-aheads; a burst of lookups
+ * alone (a listing tool, an engine probing what it will not load) spends
+ * them: each read-ahead evicted unread costs one, each one a READ took
+ * earns two, each READ that found none queued or found it unread earns
+ * one. With none left, lookups queue no read-ahead until loads come.
+ */
+#define RA_CREDIT 64
 
 enum ra_state { RA_QUEUED, RA_READING, RA_READY };
 
@@ -46,8 +54,9 @@ struct ra {
 	/* Memory held: all of it, and the part READY entries hold. */
 	uint64_t budget, bytes, ready_bytes, peak;
 	unsigned pending;
+	int credit; /* RA_CREDIT */
 	int stop;
-	uint64_t started, used, wasted, failed, read_bytes;
+	uint64_t started, used, wasted, failed, skipped, read_bytes;
 	pthread_t threads[RA_THREADS];
 	unsigned nthreads;
 };
@@ -115,10 +124,10 @@ static void ra_unlink(struct ra *ra, struct ra_entry *e)
 		ra->ready_bytes -= ra_cost(&e->ext);
 }
 
-static void ra_free(struct ra_entry *e)
+static void ra_free(struct fs *fs, struct ra_entry *e)
 {
 	for (size_t i = 0; e->segs && i < e->nsegs; i++)
-		free(e->segs[i]);
+		node_seg_raw_put(fs, e->segs[i]);
 	free(e->segs);
 	free(e->crcs);
 	free(e);
@@ -141,11 +150,9 @@ static int ra_read(struct fs *fs, struct ra_entry *e)
 	if (!e->segs)
 		return -ENOMEM;
 	for (; e->nsegs < nsegs; e->nsegs++) {
-		void *p;
-
-		if (posix_memalign(&p, KV_ALIGN, NODE_SEG) != 0)
+		e->segs[e->nsegs] = node_seg_raw(fs);
+		if (!e->segs[e->nsegs])
 			return -ENOMEM;
-		e->segs[e->nsegs] = p;
 	}
 	while (off < e->ext.len) {
 		size_t got;
@@ -234,7 +241,7 @@ static void *ra_main(void *arg)
 			ra_damage(fs, e, rc);
 		}
 		if (e)
-			ra_free(e);
+			ra_free(fs, e);
 		node_put(fs, n, 0, 0, 1);
 		pthread_mutex_lock(&ra->lock);
 	}
@@ -255,6 +262,7 @@ int ra_start(struct fs *fs, uint64_t budget)
 		return -ENOMEM;
 	ra->fs = fs;
 	ra->budget = budget;
+	ra->credit = RA_CREDIT;
 	ra->fifo.next = ra->fifo.prev = &ra->fifo;
 	ra->lru.next = ra->lru.prev = &ra->lru;
 	pthread_mutex_init(&ra->lock, NULL);
@@ -297,7 +305,7 @@ void ra_stop(struct fs *fs)
 			ra_unlink(ra, e);
 			if (e->n)
 				node_put(fs, e->n, 0, 0, 1);
-			ra_free(e);
+			ra_free(fs, e);
 		}
 	pthread_cond_destroy(&ra->done);
 	pthread_cond_destroy(&ra->work);
@@ -307,10 +315,11 @@ void ra_stop(struct fs *fs)
 }
 
 /*
- * Evicts READY entries, oldest use first, until cost more fits; none when
- * it cannot fit even then (what is queued or being read stays).
+ * Evicts READY entries, oldest use first, until cost more fits, chaining
+ * them on *gone (through hnext) for the caller to free after the lock;
+ * none when it cannot fit even then (what is queued or read stays).
  */
-static int ra_make_room(struct ra *ra, uint64_t cost)
+static int ra_make_room(struct ra *ra, uint64_t cost, struct ra_entry **gone)
 {
 	if (cost > ra->budget ||
 	    ra->bytes - ra->ready_bytes > ra->budget - cost)
@@ -320,7 +329,9 @@ static int ra_make_room(struct ra *ra, uint64_t cost)
 
 		ra_unlink(ra, e);
 		ra->wasted++;
-		ra_free(e);
+		ra->credit--;
+		e->hnext = *gone;
+		*gone = e;
 	}
 	return 1;
 }
@@ -328,9 +339,9 @@ static int ra_make_room(struct ra *ra, uint64_t cost)
 void ra_offer(struct fs *fs, struct node *n)
 {
 	struct ra *ra = fs->ra;
+	struct ra_entry *e, *gone = NULL;
 	struct kv_extent ext;
-	struct ra_entry *e;
-	int ok, first;
+	int ok, first, queued;
 
 	if (!ra)
 		return;
@@ -352,25 +363,35 @@ void ra_offer(struct fs *fs, struct node *n)
 	e->ext = ext;
 	e->n = n;
 	e->prev = e->next = e;
-	/* Pinned before the lock: nodes_lock is never taken inside it. */
+	/* Pinned before the lock: nothing is taken inside it. */
 	node_pin(fs, n);
 	pthread_mutex_lock(&ra->lock);
-	if (ra->stop || ra_find(ra, &ext) || !ra_make_room(ra, ra_cost(&ext))) {
-		pthread_mutex_unlock(&ra->lock);
+	queued = !ra->stop && ra->credit > 0 && !ra_find(ra, &ext) &&
+		 ra_make_room(ra, ra_cost(&ext), &gone);
+	if (!ra->stop && ra->credit <= 0)
+		ra->skipped++;
+	if (queued) {
+		e->hnext = *ra_slot(ra, &ext);
+		*ra_slot(ra, &ext) = e;
+		ra_list_add(&ra->fifo, e);
+		ra->bytes += ra_cost(&ext);
+		if (ra->bytes > ra->peak)
+			ra->peak = ra->bytes;
+		ra->pending++;
+		ra->started++;
+		pthread_cond_signal(&ra->work);
+	}
+	pthread_mutex_unlock(&ra->lock);
+	while (gone) {
+		struct ra_entry *next = gone->hnext;
+
+		ra_free(fs, gone);
+		gone = next;
+	}
+	if (!queued) {
 		node_put(fs, n, 0, 0, 1);
 		free(e);
-		return;
 	}
-	e->hnext = *ra_slot(ra, &ext);
-	*ra_slot(ra, &ext) = e;
-	ra_list_add(&ra->fifo, e);
-	ra->bytes += ra_cost(&ext);
-	if (ra->bytes > ra->peak)
-		ra->peak = ra->bytes;
-	ra->pending++;
-	ra->started++;
-	pthread_cond_signal(&ra->work);
-	pthread_mutex_unlock(&ra->lock);
 }
 
 void ra_wait(struct fs *fs, struct node *n, fuse_req_t req)
@@ -379,12 +400,16 @@ void ra_wait(struct fs *fs, struct node *n, fuse_req_t req)
 	int64_t end = (int64_t)clock_realtime_ns() + RA_WAIT_NS;
 	struct kv_extent ext;
 	struct ra_entry *e;
+	int loaded;
 
 	if (!ra)
 		return;
 	pthread_rwlock_rdlock(&n->rw);
 	ext = n->attr.ext;
+	loaded = n->cached || n->dirty || n->wb;
 	pthread_rwlock_unlock(&n->rw);
+	if (loaded)
+		return;
 	pthread_mutex_lock(&ra->lock);
 	while ((e = ra_find(ra, &ext)) && e->state == RA_READING &&
 	       !fuse_req_interrupted(req) &&
@@ -395,6 +420,12 @@ void ra_wait(struct fs *fs, struct node *n, fuse_req_t req)
 		pthread_cond_timedwait(&ra->done, &ra->lock, &ts);
 	}
 	pthread_mutex_unlock(&ra->lock);
+}
+
+/* A load earned credit; ra->lock held. */
+static void ra_earn(struct ra *ra, int n)
+{
+	ra->credit = ra->credit + n > RA_CREDIT ? RA_CREDIT : ra->credit + n;
 }
 
 int ra_take(struct fs *fs, struct node *n)
@@ -412,6 +443,7 @@ int ra_take(struct fs *fs, struct node *n)
 		ra_unlink(ra, e);
 		e->dropped = 1;
 		e = NULL;
+		ra_earn(ra, 1);
 	} else if (e) {
 		ra_unlink(ra, e);
 		if (e->state == RA_QUEUED) {
@@ -419,14 +451,18 @@ int ra_take(struct fs *fs, struct node *n)
 			unpin = e->n;
 			ra->pending--;
 			ra->wasted++;
+			ra_earn(ra, 1);
 		} else {
 			ra->used++;
+			ra_earn(ra, 2);
 		}
+	} else {
+		ra_earn(ra, 1);
 	}
 	pthread_mutex_unlock(&ra->lock);
 	if (unpin) {
 		node_put(fs, unpin, 0, 0, 1);
-		ra_free(e);
+		ra_free(fs, e);
 		return 0;
 	}
 	if (!e)
@@ -440,7 +476,7 @@ int ra_take(struct fs *fs, struct node *n)
 	}
 	node_adopt(fs, n, e->segs, e->nsegs);
 	e->segs = NULL;
-	ra_free(e);
+	ra_free(fs, e);
 	return 1;
 }
 
@@ -471,7 +507,7 @@ void ra_drop(struct fs *fs, const struct kv_extent *ext)
 	if (unpin)
 		node_put(fs, unpin, 0, 0, 1);
 	if (e)
-		ra_free(e);
+		ra_free(fs, e);
 }
 
 void ra_get_stats(struct fs *fs, struct ra_stats *s)
@@ -486,6 +522,7 @@ void ra_get_stats(struct fs *fs, struct ra_stats *s)
 			       .used = ra->used,
 			       .wasted = ra->wasted,
 			       .failed = ra->failed,
+			       .skipped = ra->skipped,
 			       .read_bytes = ra->read_bytes,
 			       .bytes = ra->bytes,
 			       .peak_bytes = ra->peak,

@@ -13,7 +13,8 @@
  * none), so its old bytes are never served; ra_drop() frees them when the
  * record goes. Memory is counted in whole segments against the budget;
  * entries that were read and not taken are evicted least recently used
- * first.
+ * first. Lookups that loads do not follow stop queueing read-aheads once
+ * a few dozen went unused, until loads come again (RA_CREDIT in ra.c).
  *
  * Locks: the module's own lock is innermost: taken inside n->rw (ra_take),
  * nothing is taken inside it, and it is never held across I/O, the index,
@@ -40,6 +41,7 @@ struct ra_stats {
 	uint64_t used;	     /* taken by a READ */
 	uint64_t wasted;     /* dropped unread: budget, record gone */
 	uint64_t failed;     /* their read failed */
+	uint64_t skipped;    /* lookup hits not read ahead: loads stopped */
 	uint64_t read_bytes; /* bytes read ahead */
 	uint64_t bytes;	     /* memory held now (queued and in flight too) */
 	uint64_t peak_bytes; /* the most held at once */
@@ -59,9 +61,11 @@ void ra_stop(struct fs *fs);
  */
 void ra_offer(struct fs *fs, struct node *n);
 /*
- * Before a handle's first READ of n, no lock held: waits, at most
- * RA_WAIT_NS and not past an interrupt of req, while a read-ahead of n's
- * record is being read.
+ * Before a READ of n, no lock held: when n's bytes are not in memory yet,
+ * waits, at most RA_WAIT_NS and not past an interrupt of req, while a
+ * read-ahead of n's record is being read. (The kernel sends the READs of
+ * one read(2) at once: each of them waits, or one would read the record
+ * a second time.)
  */
 void ra_wait(struct fs *fs, struct node *n, fuse_req_t req);
 /*

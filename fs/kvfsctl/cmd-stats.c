@@ -219,7 +219,7 @@ static const char *kc_pct(char *buf, size_t len, double part, double whole)
 
 static void kc_stats_text(const struct kc_metrics *ms)
 {
-	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32], i[32];
 
 #define M(name) kc_metric(ms, name)
 	printf("lookups        %12.0f  hits %s, misses %s\n",
@@ -288,14 +288,14 @@ static void kc_stats_text(const struct kc_metrics *ms)
 	if (M(CTLPROTO_M_RA_STARTED) >= 0) {
 		double started = M(CTLPROTO_M_RA_STARTED);
 
-		printf("read-ahead     %12s  used %s (%s), wasted %s, failed "
-		       "%s; "
-		       "%s held (peak %s, budget %s)\n",
+		printf("read-ahead     %12s  used %s (%s), wasted %s, "
+		       "failed %s, skipped %s; %s held (peak %s, budget %s)\n",
 		       kc_num(a, sizeof(a), started),
 		       kc_num(b, sizeof(b), M(CTLPROTO_M_RA_USED)),
 		       kc_pct(c, sizeof(c), M(CTLPROTO_M_RA_USED), started),
 		       kc_num(d, sizeof(d), M(CTLPROTO_M_RA_WASTED)),
 		       kc_num(e, sizeof(e), M(CTLPROTO_M_RA_FAILED)),
+		       kc_num(i, sizeof(i), M(CTLPROTO_M_RA_SKIPPED)),
 		       kc_size_metric(f, sizeof(f), M(CTLPROTO_M_RA_BYTES)),
 		       kc_size_metric(g, sizeof(g),
 				      M(CTLPROTO_M_RA_PEAK_BYTES)),

@@ -31,6 +31,11 @@
 #      8 MiB, read-aheads are wasted, every block reads back byte-exact;
 #      then six looked up one by one keep the last four (least recently
 #      used evicted first): those read no data file, the first two do;
+#   i. lookups that no load follows: with -o prefetch=4M, 120 blocks of
+#      4 KiB looked up one by one and none read start at most 4 + 64
+#      read-aheads (64 going unused is what it takes to stop), the rest
+#      are counted skipped; a load then earns a read-ahead back, and the
+#      next lookup is read ahead again;
 #   f. -o prefetch=0: lookups start no read-ahead, reads are byte-exact;
 #   g. the option: 256M by default, K/M/G suffixes, a bad value refused.
 # Every metrics snapshot checks kvfs_readahead_bytes and
@@ -60,7 +65,8 @@ CASE=
 
 # The metrics every snapshot must have.
 METRICS="readahead_started_total readahead_used_total readahead_wasted_total
-readahead_failed_total readahead_read_bytes_total readahead_bytes
+readahead_failed_total readahead_skipped_total readahead_read_bytes_total
+readahead_bytes
 readahead_peak_bytes readahead_pending readahead_budget_bytes
 store_reads_total dropped_total quarantined_total quarantined nodes"
 
@@ -686,6 +692,38 @@ case_f() {
 # --- g: the option ------------------------------------------------------------
 
 # budget_is WANT OPTS...: mounted with OPTS, the budget reads WANT.
+case_i() {
+	local d=$MNT/i n=120 i s0 k0
+	CASE=i
+	mkdir -p "$d" || t_fail "i: mkdir $d"
+	for i in $(seq $((n + 2))); do
+		block "i$i" $((4 * KiB))
+		put "$SRC/i$i" "$d/k$i.bin"
+	done
+	cold
+	stats
+	s0=${ST[readahead_started_total]}
+	k0=${ST[readahead_skipped_total]}
+	for i in $(seq $n); do
+		acc_want "$d/k$i.bin" OK
+	done
+	poll "ST[readahead_pending] == 0" ||
+		t_fail "i: read-aheads still pending 10 s after the lookups"
+	expect "read-aheads started by $n lookups and no load" \
+		$((ST[readahead_started_total] - s0)) -le $((4 + 64))
+	expect "lookups skipped" $((ST[readahead_skipped_total] - k0)) -gt 0
+	t_log "i: $n lookups alone: started" \
+		"+$((ST[readahead_started_total] - s0)), skipped" \
+		"+$((ST[readahead_skipped_total] - k0))"
+	# A load of a block with no read-ahead: loads are back.
+	rd_buf "k$n.bin" "$d/k$n.bin" "$SRC/i$n"
+	stats
+	s0=${ST[readahead_started_total]}
+	acc_want "$d/k$((n + 1)).bin" OK
+	settle $((s0 + 1))
+	rd_buf "k$((n + 1)).bin" "$d/k$((n + 1)).bin" "$SRC/i$((n + 1))"
+}
+
 budget_is() {
 	local want=$1
 	shift
@@ -748,6 +786,10 @@ t_umount "$MNT"
 
 mount_fresh e -o prefetch=8M
 case_e
+t_umount "$MNT"
+
+mount_fresh i -o prefetch=4M
+case_i
 t_umount "$MNT"
 
 mount_fresh f -o prefetch=0
