@@ -24,6 +24,8 @@
  *   index in batches.
  * - extent writers (fs/kvfs/extq.c): FS_EXTQ_THREADS threads write the
  *   queued whole-page writes of extent files with O_DIRECT; no node lock.
+ * - read-ahead threads (fs/kvfs/ra.c, unless -o prefetch=0): RA_THREADS
+ *   threads read and check the records lookups found, for their READs.
  * - probe worker (core/verdict_probe.c): answers lookup batches from the
  *   index and replies to parked LOOKUPs (fs/kvfs/lookup.c); never notifies
  *   the kernel. A FUSE worker probes a batch itself when no probe runs

@@ -35,6 +35,7 @@ struct ra_entry {
 	enum ra_state state;
 	int dropped; /* its record went while it was read: discard */
 	uint64_t ino;
+	int64_t due_ns; /* CLOCK_REALTIME: not read before (RA_DELAY_NS) */
 	struct kv_extent ext;
 	struct node *n; /* pinned while QUEUED or READING */
 	char **segs;
@@ -204,6 +205,12 @@ static void *ra_main(void *arg)
 			pthread_cond_wait(&ra->work, &ra->lock);
 			continue;
 		}
+		if ((int64_t)clock_realtime_ns() < e->due_ns) {
+			struct timespec ts = clock_ts(e->due_ns);
+
+			pthread_cond_timedwait(&ra->work, &ra->lock, &ts);
+			continue;
+		}
 		ra_list_del(e);
 		e->state = RA_READING;
 		pthread_mutex_unlock(&ra->lock);
@@ -360,6 +367,7 @@ void ra_offer(struct fs *fs, struct node *n)
 	if (!e)
 		return;
 	e->ino = n->ino;
+	e->due_ns = (int64_t)clock_realtime_ns() + RA_DELAY_NS;
 	e->ext = ext;
 	e->n = n;
 	e->prev = e->next = e;
