@@ -155,7 +155,8 @@ sc_delete() {
 	if [ "$sealed" = sealed ]; then
 		# A new daemon appends to new files: the old ones are sealed.
 		torn_umount
-		t_mount "$SC_DATA" "$SC_MNT"
+		# No read-ahead, as in fresh_store (lib.sh).
+		t_mount "$SC_DATA" "$SC_MNT" -o prefetch=0
 		baseline load
 	fi
 	file=$(busiest_file) || t_fail "cannot read blocks"
