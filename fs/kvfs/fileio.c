@@ -354,8 +354,6 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	n = h->n;
 	fs_read_atime(fs, h);
-	/* A read-ahead of it in flight: its bytes, not a second read. */
-	ra_wait(fs, n, req);
 	pthread_rwlock_rdlock(&n->rw);
 	if (kv_ext_large(&n->attr.ext))
 		goto out_extent;
@@ -364,7 +362,11 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if ((uint64_t)off < n->attr.size && !n->dirty && !n->cached && !n->wb &&
 	    n->attr.size <= FS_VERIFY_MAX) {
 		/* First read: load and check the whole file (fs.h). */
+		struct kv_extent ext = n->attr.ext;
+
 		pthread_rwlock_unlock(&n->rw);
+		/* A read-ahead of it in flight: its bytes, not a second read. */
+		ra_wait(fs, &ext, req);
 		pthread_rwlock_wrlock(&n->rw);
 		if (kv_ext_large(&n->attr.ext))
 			goto out_extent; /* it became one meanwhile */

@@ -402,24 +402,16 @@ void ra_offer(struct fs *fs, struct node *n)
 	}
 }
 
-void ra_wait(struct fs *fs, struct node *n, fuse_req_t req)
+void ra_wait(struct fs *fs, const struct kv_extent *ext, fuse_req_t req)
 {
 	struct ra *ra = fs->ra;
 	int64_t end = (int64_t)clock_realtime_ns() + RA_WAIT_NS;
-	struct kv_extent ext;
 	struct ra_entry *e;
-	int loaded;
 
 	if (!ra)
 		return;
-	pthread_rwlock_rdlock(&n->rw);
-	ext = n->attr.ext;
-	loaded = n->cached || n->dirty || n->wb;
-	pthread_rwlock_unlock(&n->rw);
-	if (loaded)
-		return;
 	pthread_mutex_lock(&ra->lock);
-	while ((e = ra_find(ra, &ext)) && e->state == RA_READING &&
+	while ((e = ra_find(ra, ext)) && e->state == RA_READING &&
 	       !fuse_req_interrupted(req) &&
 	       (int64_t)clock_realtime_ns() < end) {
 		/* Slices, to see an interrupt: it does not signal done. */

@@ -70,13 +70,12 @@ void ra_stop(struct fs *fs);
  */
 void ra_offer(struct fs *fs, struct node *n);
 /*
- * Before a READ of n, no lock held: when n's bytes are not in memory yet,
- * waits, at most RA_WAIT_NS and not past an interrupt of req, while a
- * read-ahead of n's record is being read. (The kernel sends the READs of
- * one read(2) at once: each of them waits, or one would read the record
- * a second time.)
+ * Before a READ loads the record at ext (no lock held): waits, at most
+ * RA_WAIT_NS and not past an interrupt of req, while a read-ahead of it is
+ * being read. (The kernel sends the READs of one read(2) at once: each
+ * that would load the record waits, or one would read it a second time.)
  */
-void ra_wait(struct fs *fs, struct node *n, fuse_req_t req);
+void ra_wait(struct fs *fs, const struct kv_extent *ext, fuse_req_t req);
 /*
  * n->rw held exclusive, n neither dirty nor cached nor queued for saving:
  * gives n the checked bytes read ahead for its record, as node_fill()
