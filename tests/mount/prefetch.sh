@@ -484,36 +484,51 @@ case_h() {
 		"$(((ST[readahead_read_bytes_total] - rb0) / BLK)) blocks"
 }
 
-# --- d: a flipped payload byte ------------------------------------------------
-
-case_d() {
-	local rel=/d/victim.bin q0 d0 f0 at
-	CASE=d
-	mkdir -p "$MNT/d" || t_fail "d: mkdir"
-	block d $BLK
-	put "$SRC/d" "$MNT$rel"
+# victim C: a 2 MiB block stored as /C/victim.bin, made cold, its record
+# found (R, as record()).
+victim() {
+	mkdir -p "$MNT/$1" || t_fail "$1: mkdir"
+	block "$1" $BLK
+	put "$SRC/$1" "$MNT/$1/victim.bin"
 	cold
-	record "$rel"
-	at=$((R[off] + R[hdr_len] + R[len] / 2 + 777))
-	flip "${R[path]}" "$at"
-	t_log "d: inverted payload byte $((at - R[off] - R[hdr_len])) of $rel"
+	record "/$1/victim.bin"
+}
+
+# first_access REL COUNTER WHAT: the counters before (q0, d0, f0, L0), then
+# one access(2) of REL, whose read-ahead alone must raise kvfs_COUNTER
+# (WHAT: why it must) and make the next access(2) ENOENT.
+first_access() {
+	local rel=$1 counter=$2
 	stats
 	q0=${ST[quarantined_total]}
 	d0=${ST[dropped_total]}
 	f0=${ST[readahead_failed_total]}
 	L0=$(wc -l <"${T_LOG[$MNT]}")
+	local c0=${ST[$counter]}
 	acc "$MNT$rel"
-	t_log "d: first access of $rel: $ACC"
-	if poll "ST[quarantined_total] > q0 && ST[readahead_pending] == 0"; then
+	t_log "$CASE: first access of $rel: $ACC"
+	if poll "ST[$counter] > c0 && ST[readahead_pending] == 0"; then
 		acc_want "$MNT$rel" ENOENT
 	else
-		t_error "d: kvfs_quarantined_total still" \
-			"${ST[quarantined_total]} 10 s after the lookup of a" \
-			"block whose payload has a flipped byte" \
+		t_error "$CASE: kvfs_$counter still ${ST[$counter]} 10 s" \
+			"after the lookup of $3" \
 			"(pending ${ST[readahead_pending]}," \
 			"started ${ST[readahead_started_total]}," \
 			"failed ${ST[readahead_failed_total]})"
 	fi
+}
+
+# --- d: a flipped payload byte ------------------------------------------------
+
+case_d() {
+	local rel=/d/victim.bin q0 d0 f0 at
+	CASE=d
+	victim d
+	at=$((R[off] + R[hdr_len] + R[len] / 2 + 777))
+	flip "${R[path]}" "$at"
+	t_log "d: inverted payload byte $((at - R[off] - R[hdr_len])) of $rel"
+	first_access "$rel" quarantined_total \
+		"a block whose payload has a flipped byte"
 	expect "kvfs_quarantined_total" "${ST[quarantined_total]}" -eq \
 		$((q0 + 1))
 	expect "kvfs_dropped_total after a CRC mismatch" \
@@ -535,32 +550,13 @@ case_d() {
 case_c() {
 	local rel=/c/victim.bin q0 d0 f0 cut
 	CASE=c
-	mkdir -p "$MNT/c" || t_fail "c: mkdir"
-	block c $BLK
-	put "$SRC/c" "$MNT$rel"
-	cold
-	record "$rel"
+	victim c
 	cut=$((R[off] + R[hdr_len] + R[len] / 2 + 1234))
 	t_log "c: truncating $(basename "${R[path]}") to $cut bytes (was" \
 		"$(stat -c %s "${R[path]}")), inside the payload of $rel"
 	truncate -s "$cut" "${R[path]}" || t_fail "c: truncate failed"
-	stats
-	q0=${ST[quarantined_total]}
-	d0=${ST[dropped_total]}
-	f0=${ST[readahead_failed_total]}
-	L0=$(wc -l <"${T_LOG[$MNT]}")
-	acc "$MNT$rel"
-	t_log "c: first access of $rel: $ACC"
-	if poll "ST[dropped_total] > d0 && ST[readahead_pending] == 0"; then
-		acc_want "$MNT$rel" ENOENT
-	else
-		t_error "c: kvfs_dropped_total still ${ST[dropped_total]}" \
-			"10 s after the lookup of a block whose data file" \
-			"ends inside its record" \
-			"(pending ${ST[readahead_pending]}," \
-			"started ${ST[readahead_started_total]}," \
-			"failed ${ST[readahead_failed_total]})"
-	fi
+	first_access "$rel" dropped_total \
+		"a block whose data file ends inside its record"
 	expect "kvfs_dropped_total" "${ST[dropped_total]}" -eq $((d0 + 1))
 	expect "kvfs_quarantined_total after a provably short record" \
 		"${ST[quarantined_total]}" -eq "$q0"
