@@ -791,26 +791,12 @@ static int idx_open_db(struct idx *idx, uint32_t root_mode, uint32_t root_uid,
 	return rc < 0 ? rc : 0;
 }
 
-/*
- * SQLite's process-wide settings, before its first use. Memory statistics
- * off: with them (the default), every allocation SQLite makes takes one
- * global mutex to count it, and this build of SQLite (Debian's, without
- * lookaside) allocates for nearly every cell it touches. kvfs reads none of
- * them.
- */
-static void idx_lib_init(void)
-{
-	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
-}
-
 int idx_open(struct idx **out, const char *path, uint32_t root_mode,
 	     uint32_t root_uid, uint32_t root_gid)
 {
-	static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 	struct idx *idx;
 	int rc;
 
-	pthread_once(&lib_once, idx_lib_init);
 	*out = NULL;
 	idx = calloc(1, sizeof(*idx));
 	if (!idx)

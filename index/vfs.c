@@ -26,11 +26,13 @@
  * Not here: anything about SQL (the rest of index/), the log (-wal) and
  * shared-memory files, which SQLite reads as it always does, and writes.
  *
- * Threads: idx_vfs_name() registers the VFS once (pthread_once); the file
- * methods run under whatever lock SQLite's caller holds, like the default
- * VFS's; the one shared state, the table of mappings, has its own lock
- * (idx_maps_lock, innermost). When the default VFS is not SQLite's
- * "unix" one, files are opened through it without read-around.
+ * Threads: idx_vfs_name(), called before every connection is opened, sets
+ * SQLite's process-wide settings and registers the VFS once (pthread_once),
+ * before SQLite's first use; the file methods run under whatever lock
+ * SQLite's caller holds, like the default VFS's; the one shared state, the
+ * table of mappings, has its own lock (idx_maps_lock, innermost). When the
+ * default VFS is not SQLite's "unix" one, files are opened through it
+ * without read-around.
  */
 #include "index_int.h"
 
@@ -463,6 +465,14 @@ static void idx_vfs_wrap_maps(void)
 
 static void idx_vfs_init(void)
 {
+	/*
+	 * First, while nothing has used SQLite yet, its one process-wide
+	 * setting: memory statistics off. With them (the default) every
+	 * allocation takes one global mutex to be counted, and Debian's build
+	 * (no lookaside) allocates for nearly every cell it touches; kvfs
+	 * reads none of them. Refused (and harmless) once SQLite is in use.
+	 */
+	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 	idx_vfs_under = sqlite3_vfs_find(NULL);
 	if (!idx_vfs_under || idx_vfs_under->iVersion < 1)
 		return;

@@ -3,12 +3,14 @@
  * Unit tests of index/vfs.c, the index's own SQLite VFS, seen from outside:
  * a cold page read asks the kernel for its whole window (read-around), and
  * a page fetched through the mapping enters its whole window into the page
- * tables, and the mapping asks for huge pages.
+ * tables, and the mapping asks for huge pages; and SQLite's memory
+ * statistics, set off before SQLite's first use, stay off.
  */
 #include "test_index_fx.h"
 
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sqlite3.h>
 #include <sys/mman.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -82,6 +84,23 @@ static long mapped_kib(const char *path, int *hg)
  * into the page tables at once (vfs.c, idx_map_populate()), where a fault
  * would map 16 pages: one lookup leaves at least a window mapped.
  */
+/*
+ * Memory statistics off (idx_vfs_init): an index opened, filled and read
+ * leaves SQLite's count of its memory at 0, as it stays when nothing is
+ * counted; with statistics on it would hold what the connection uses.
+ */
+static void test_no_memstatus(void **state)
+{
+	struct fx *f = *state;
+	struct idx_attr a;
+
+	make_names(f);
+	assert_int_equal(idx_lookup(f->idx, KV_ROOT_INO, "n123", &a), 0);
+	assert_true(S_ISREG(a.mode));
+	assert_int_equal(sqlite3_memory_used(), 0);
+	assert_int_equal(sqlite3_memory_highwater(0), 0);
+}
+
 static void test_map_populate(void **state)
 {
 	struct fx *f = *state;
@@ -193,6 +212,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_read_around),
+		T(test_no_memstatus),
 		T(test_map_populate),
 		T(test_map_hugepage),
 	};
