@@ -27,6 +27,7 @@ enum defer_op {
 	DJ_FALLOCATE,
 	DJ_SETATTR,
 	DJ_OPEN,
+	DJ_OPENDIR,
 	DJ_CREATE,
 	DJ_MKNOD,
 	DJ_MKDIR,
@@ -71,6 +72,8 @@ struct defer {
 static struct fuse_lowlevel_ops defer_orig;
 /* Copy WRITE bytes: the classic loop reuses its buffer after a handler. */
 static int defer_copy_bytes;
+/* -o durable: the namespace changes wait for their commit's sync. */
+static int defer_durable;
 
 static void defer_run(struct defer_job *j)
 {
@@ -104,6 +107,9 @@ static void defer_run(struct defer_job *j)
 		break;
 	case DJ_OPEN:
 		o->open(j->req, j->ino, fi);
+		break;
+	case DJ_OPENDIR:
+		o->opendir(j->req, j->ino, fi);
 		break;
 	case DJ_CREATE:
 		o->create(j->req, j->ino, j->name, j->mode, fi);
@@ -220,8 +226,11 @@ static void defer_push(fuse_req_t req, struct defer_job *j)
 static void dq_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	struct defer_job *j = defer_job(DJ_READ, req, ino, fi, NULL, NULL);
+	struct defer_job *j;
 
+	if (fs_read_now(req, ino, size, off, fi))
+		return;
+	j = defer_job(DJ_READ, req, ino, fi, NULL, NULL);
 	if (!j) {
 		defer_orig.read(req, ino, size, off, fi);
 		return;
@@ -234,8 +243,11 @@ static void dq_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void dq_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
-	struct defer_job *j = defer_job(DJ_WRITE, req, ino, fi, NULL, NULL);
+	struct defer_job *j;
 
+	if (fs_write_now(req, ino, buf, size, off, fi))
+		return;
+	j = defer_job(DJ_WRITE, req, ino, fi, NULL, NULL);
 	/* A request read from /dev/fuse shares its thread's buffer. */
 	if (j && (defer_copy_bytes || !fuse_compat_req_in_ring(req))) {
 		j->copy = malloc(size ? size : 1);
@@ -255,20 +267,22 @@ static void dq_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	defer_push(req, j);
 }
 
-/* FLUSH, RELEASE and OPEN: a request with only a handle. */
-#define DEFER_FI_OP(fn, op, field)                                             \
+/* FLUSH and RELEASE: a request with only a handle, that may wait. */
+#define DEFER_CLOSE_OP(fn, op, field)                                          \
 	static void fn(fuse_req_t req, fuse_ino_t ino,                         \
 		       struct fuse_file_info *fi)                              \
 	{                                                                      \
-		struct defer_job *j = defer_job(op, req, ino, fi, NULL, NULL); \
+		struct defer_job *j = NULL;                                    \
                                                                                \
+		if (fs_close_may_wait(req, ino, fi))                           \
+			j = defer_job(op, req, ino, fi, NULL, NULL);           \
 		if (j)                                                         \
 			defer_push(req, j);                                    \
 		else                                                           \
 			defer_orig.field(req, ino, fi);                        \
 	}
-DEFER_FI_OP(dq_flush, DJ_FLUSH, flush)
-DEFER_FI_OP(dq_release, DJ_RELEASE, release)
+DEFER_CLOSE_OP(dq_flush, DJ_FLUSH, flush)
+DEFER_CLOSE_OP(dq_release, DJ_RELEASE, release)
 
 static void dq_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -284,6 +298,20 @@ static void dq_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		defer_push(req, j);
 	else
 		defer_orig.open(req, ino, fi);
+}
+
+/* With the shared tier an OPENDIR lists what other machines stored. */
+static void dq_opendir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct defer_job *j = NULL;
+
+	if (fs_of(req)->share)
+		j = defer_job(DJ_OPENDIR, req, ino, fi, NULL, NULL);
+	if (j)
+		defer_push(req, j);
+	else
+		defer_orig.opendir(req, ino, fi);
 }
 
 static void dq_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
@@ -349,8 +377,11 @@ static void dq_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 static void dq_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
-	struct defer_job *j = defer_job(DJ_CREATE, req, parent, fi, name, NULL);
+	struct defer_job *j = NULL;
 
+	/* Durable, or opening an existing file to cut it (other writers). */
+	if (defer_durable || (fi->flags & (O_TRUNC | O_EXCL)) == O_TRUNC)
+		j = defer_job(DJ_CREATE, req, parent, fi, name, NULL);
 	if (!j) {
 		defer_orig.create(req, parent, name, mode, fi);
 		return;
@@ -419,9 +450,11 @@ static void dq_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
 {
-	struct defer_job *j =
-		defer_job(DJ_RENAME, req, parent, NULL, name, newname);
+	struct defer_job *j = NULL;
 
+	/* Durable, or with the shared tier (the bytes of what it replaces). */
+	if (defer_durable || fs_of(req)->share)
+		j = defer_job(DJ_RENAME, req, parent, NULL, name, newname);
 	if (!j) {
 		defer_orig.rename(req, parent, name, newparent, newname, flags);
 		return;
@@ -448,6 +481,7 @@ void defer_patch_ops(struct fuse_lowlevel_ops *ops, int durable, int copy)
 {
 	defer_orig = *ops;
 	defer_copy_bytes = copy;
+	defer_durable = durable;
 	ops->read = dq_read;
 	ops->write = dq_write;
 	ops->flush = dq_flush;
@@ -457,15 +491,16 @@ void defer_patch_ops(struct fuse_lowlevel_ops *ops, int durable, int copy)
 	ops->fallocate = dq_fallocate;
 	ops->setattr = dq_setattr;
 	ops->open = dq_open;
+	ops->opendir = dq_opendir;
+	ops->create = dq_create;
+	ops->rename = dq_rename;
 	if (!durable)
 		return;
-	ops->create = dq_create;
 	ops->mknod = dq_mknod;
 	ops->mkdir = dq_mkdir;
 	ops->unlink = dq_unlink;
 	ops->rmdir = dq_rmdir;
 	ops->symlink = dq_symlink;
-	ops->rename = dq_rename;
 	ops->link = dq_link;
 }
 

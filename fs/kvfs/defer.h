@@ -1,21 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Requests that may block, handed to kvfs's own threads. With FUSE over
- * io_uring (kvfs(8) -o io_uring) each ring thread serves a whole queue of
- * requests: a handler that waits (for the disk, an index commit, the
- * dirty budget, other writers) stalls every request behind it. In that
- * mode defer_patch_ops() replaces such handlers with ones that copy their
- * arguments into a job and return; DEFER_THREADS threads run the original
- * handler, which replies from there (libfuse takes a reply from any
- * thread, and a request's buffers stay the ring entry's until it is
- * answered). Which requests go: READ, WRITE, FLUSH, RELEASE, FSYNC,
- * FSYNCDIR, FALLOCATE, SETATTR that changes the size, OPEN with O_TRUNC
- * (or with the shared tier); with -o durable (every commit synced) also
- * the namespace changes. The rest answer from memory or with one short
- * index transaction and stay on the ring thread.
- *
- * With the classic /dev/fuse transport nothing is deferred: the loop's
- * threads are many, and each waits for its own request only.
+ * Requests that may block, handed to kvfs's own threads, on either
+ * transport. The threads that serve the transport never wait: a ring
+ * thread of FUSE over io_uring (kvfs(8) -o io_uring) serves a whole queue
+ * of requests, and the few /dev/fuse workers (one per CPU: more only add
+ * wake-ups) serve every caller. defer_patch_ops() replaces the handlers
+ * that may wait with ones that answer at once what needs no wait
+ * (fs_read_now(), fs_write_now(), fs_close_may_wait() in fileio.h) and
+ * copy the arguments of the rest into a job; DEFER_THREADS threads run
+ * the original handler, which waits and replies from there (libfuse takes
+ * a reply from any thread, and a request's buffers stay the ring entry's
+ * until it is answered). What goes: a READ from the disk, an extent file
+ * or a read-ahead in flight; a WRITE that waits for the dirty budget or
+ * goes to an extent file; a FLUSH or RELEASE that waits for an extent
+ * file's writes or a synced save; FSYNC, FSYNCDIR, FALLOCATE, SETATTR that
+ * changes the size, OPEN and CREATE that cut an existing file; OPEN,
+ * OPENDIR and RENAME with the shared tier; with -o durable (every commit
+ * synced) also the namespace changes. The rest answer from memory or with
+ * one short index transaction where they arrive.
  *
  * Threads: defer_start() before the session loop, defer_stop() after it
  * (every queued job is run and answered first). The queue has its own

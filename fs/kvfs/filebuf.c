@@ -65,6 +65,23 @@ void node_seg_raw_put(struct fs *fs, char *seg)
 /* Slices in which a budget wait looks for an interrupt. */
 #define NODE_WAIT_SLICE_NS 100000000ll
 
+/* Whether need more bytes would pass the dirty budget (dirty_lock held). */
+static int node_budget_short(const struct fs *fs, uint64_t need)
+{
+	return fs->dirty_bytes > 0 &&
+	       fs->dirty_bytes + need > fs->cfg.dirty_limit;
+}
+
+int node_budget_fits(struct fs *fs, uint64_t need)
+{
+	int fits;
+
+	pthread_mutex_lock(&fs->dirty_lock);
+	fits = !node_budget_short(fs, need);
+	pthread_mutex_unlock(&fs->dirty_lock);
+	return fits;
+}
+
 int node_budget_wait(struct fs *fs, uint64_t need, int (*stop)(void *),
 		     void *arg)
 {
@@ -72,8 +89,7 @@ int node_budget_wait(struct fs *fs, uint64_t need, int (*stop)(void *),
 	int rc = 0, waited = 0;
 
 	pthread_mutex_lock(&fs->dirty_lock);
-	while (fs->dirty_bytes > 0 &&
-	       fs->dirty_bytes + need > fs->cfg.dirty_limit) {
+	while (node_budget_short(fs, need)) {
 		struct timespec ts;
 
 		/* Only the write-behind queue drains on its own. */

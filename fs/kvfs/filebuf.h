@@ -70,5 +70,7 @@ int node_segs_iov(char *const *segs, uint64_t off, uint64_t len,
  */
 int node_budget_wait(struct fs *fs, uint64_t need, int (*stop)(void *),
 		     void *arg);
+/* Whether need more bytes fit in the dirty budget now (no wait). */
+int node_budget_fits(struct fs *fs, uint64_t need);
 
 #endif

@@ -31,18 +31,10 @@ int fs_req_stop(void *arg)
 	return fuse_req_interrupted(arg);
 }
 
-/*
- * Waits, holding no lock, until n's buffer may grow to end bytes within
- * the dirty budget (node_budget_wait); a refusal is logged, at most every
- * 10 s.
- */
-int fs_room_for(struct fs *fs, fuse_req_t req, struct node *n, uint64_t end)
+/* The bytes of dirty budget n's buffer needs more to hold end bytes. */
+static uint64_t fs_room_need(struct node *n, uint64_t end)
 {
-	static atomic_int_fast64_t last_log;
 	uint64_t have, want;
-	int64_t now;
-	char *path;
-	int rc;
 
 	pthread_rwlock_rdlock(&n->rw);
 	have = n->dirty || n->cached ? (uint64_t)n->nsegs * NODE_SEG : 0;
@@ -51,9 +43,25 @@ int fs_room_for(struct fs *fs, fuse_req_t req, struct node *n, uint64_t end)
 	if (end > want)
 		want = end;
 	want = (want + NODE_SEG - 1) / NODE_SEG * NODE_SEG;
-	if (want <= have)
+	return want > have ? want - have : 0;
+}
+
+/*
+ * Waits, holding no lock, until n's buffer may grow to end bytes within
+ * the dirty budget (node_budget_wait); a refusal is logged, at most every
+ * 10 s.
+ */
+int fs_room_for(struct fs *fs, fuse_req_t req, struct node *n, uint64_t end)
+{
+	static atomic_int_fast64_t last_log;
+	uint64_t need = fs_room_need(n, end);
+	int64_t now;
+	char *path;
+	int rc;
+
+	if (need == 0)
 		return 0;
-	rc = node_budget_wait(fs, want - have, fs_req_stop, req);
+	rc = node_budget_wait(fs, need, fs_req_stop, req);
 	now = (int64_t)clock_monotonic_ns();
 	if (rc == -EDQUOT && now - atomic_load(&last_log) > 10ll * 1000000000) {
 		atomic_store(&last_log, now);
@@ -303,10 +311,11 @@ void fs_wait_writers(struct fs *fs, fuse_req_t req, struct node *n)
  * bytes of the version before the rewrite (queued for saving, or the
  * record the index still points at), as a reader that came a moment
  * earlier would have. Returns 1 when answered (n->rw released), 0 when
- * there is no such version (the caller answers as usual).
+ * there is no such version (the caller answers as usual), -1 (only with
+ * now) when that version is on the disk, with n->rw still held.
  */
 static int fs_read_old(struct fs *fs, fuse_req_t req, struct node *n,
-		       uint64_t off, size_t size)
+		       uint64_t off, size_t size, int now)
 {
 	struct iovec iov[FS_READ_IOV];
 	const void *data = NULL;
@@ -326,6 +335,8 @@ static int fs_read_old(struct fs *fs, fuse_req_t req, struct node *n,
 	}
 	if (n->wb || !n->attr.ext.file_id || off >= n->disk_size)
 		return 0;
+	if (now)
+		return -1;
 	rc = store_read(fs->store, &n->attr.ext,
 			n->crcs_loaded ? n->crcs : NULL, off, size, &data,
 			&got);
@@ -338,27 +349,40 @@ static int fs_read_old(struct fs *fs, fuse_req_t req, struct node *n,
 	return 1;
 }
 
-void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-	     struct fuse_file_info *fi)
+/* fs_read_in() leaves a READ for a thread that may wait: releases n->rw. */
+static int fs_read_later(struct node *n)
+{
+	pthread_rwlock_unlock(&n->rw);
+	return 0;
+}
+
+/*
+ * Answers a READ. With now (fs_read_now()), only from memory: 0, with
+ * nothing answered, when the bytes must come from the disk, from a
+ * read-ahead still in flight or from an extent file (defer.h).
+ */
+static int fs_read_in(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		      struct fuse_file_info *fi, int now)
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 	struct fs *fs = fs_of(req);
 	const void *data = NULL;
 	struct node *n;
 	size_t got = 0;
-	int rc = 0;
+	int rc = 0, old;
 
 	if (fs_ctl_ino(ino)) {
 		fs_ctl_read(req, size, off, fi);
-		return;
+		return 1;
 	}
 	n = h->n;
 	fs_read_atime(fs, h);
 	pthread_rwlock_rdlock(&n->rw);
 	if (kv_ext_large(&n->attr.ext))
 		goto out_extent;
-	if (fs_read_old(fs, req, n, (uint64_t)off, size))
-		return;
+	old = fs_read_old(fs, req, n, (uint64_t)off, size, now);
+	if (old)
+		return old > 0 ? 1 : fs_read_later(n);
 	if ((uint64_t)off < n->attr.size && !n->dirty && !n->cached && !n->wb &&
 	    n->attr.size <= FS_VERIFY_MAX) {
 		/* First read: load and check the whole file (fs.h). */
@@ -366,31 +390,43 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 		pthread_rwlock_unlock(&n->rw);
 		/* A read-ahead of it in flight: its bytes, not a second read. */
-		ra_wait(fs, &ext, req);
+		if (now && !ra_ready(fs, &ext))
+			return 0;
+		if (!now)
+			ra_wait(fs, &ext, req);
 		pthread_rwlock_wrlock(&n->rw);
 		if (kv_ext_large(&n->attr.ext))
 			goto out_extent; /* it became one meanwhile */
 		/* Or it is being rewritten now. */
-		if (fs_read_old(fs, req, n, (uint64_t)off, size))
-			return;
+		old = fs_read_old(fs, req, n, (uint64_t)off, size, now);
+		if (old)
+			return old > 0 ? 1 : fs_read_later(n);
+		if (!n->dirty && !n->cached && !n->wb) {
 #ifdef KVFS_FAULT_INJECTION
-		rc = fs_fault_read(fs, ino);
-		if (rc == 0)
+			rc = fs_fault_read(fs, ino);
+			if (rc < 0 && now)
+				return fs_read_later(n);
+			if (rc == 0)
 #endif
-			/* Read ahead after its lookup, or read now. */
-			if (!ra_take(fs, n))
-				rc = node_fill(fs, n);
-		if (rc < 0)
-			goto out_unlock;
+				/* Read ahead after its lookup, or read now. */
+				if (!ra_take(fs, n))
+					rc = now ? 1 : node_fill(fs, n);
+			if (rc > 0)
+				return fs_read_later(n);
+			if (rc < 0)
+				goto out_unlock;
+		}
 	}
 	if ((uint64_t)off < n->attr.size && (n->dirty || n->cached || n->wb)) {
 		got = n->attr.size - (uint64_t)off < size
 			      ? n->attr.size - (uint64_t)off
 			      : size;
 		fs_read_dirty(fs, req, n, (uint64_t)off, got);
-		return;
+		return 1;
 	}
 	if ((uint64_t)off < n->attr.size) {
+		if (now)
+			return fs_read_later(n);
 #ifdef KVFS_FAULT_INJECTION
 		rc = fs_fault_read(fs, ino);
 		if (rc == 0)
@@ -409,9 +445,11 @@ out_unlock:
 		fuse_reply_buf(req, data, got);
 	else
 		fs_read_failed(fs, req, n, off, rc);
-	return;
+	return 1;
 out_extent:
 	pthread_rwlock_unlock(&n->rw);
+	if (now)
+		return 0;
 	rc = fs_ext_read(fs, n, size, (uint64_t)off, !!(fi->flags & O_DIRECT),
 			 &data, &got);
 	if (rc == 0)
@@ -420,6 +458,19 @@ out_extent:
 		fs_reply_err(req, rc);
 	else
 		fs_read_failed(fs, req, n, off, rc);
+	return 1;
+}
+
+void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+	     struct fuse_file_info *fi)
+{
+	fs_read_in(req, ino, size, off, fi, 0);
+}
+
+int fs_read_now(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi)
+{
+	return fs_read_in(req, ino, size, off, fi, 1);
 }
 
 void fs_read_failed(struct fs *fs, fuse_req_t req, struct node *n, off_t off,
@@ -437,36 +488,58 @@ void fs_read_failed(struct fs *fs, fuse_req_t req, struct node *n, off_t off,
 	fs_reply_err(req, -EIO);
 }
 
-void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
-	      off_t off, struct fuse_file_info *fi)
+/*
+ * Answers a WRITE. With now (fs_write_now()), only one that needs no wait:
+ * 0, with nothing answered, for an extent file or one that would become
+ * one, and when the dirty budget has no room for it now.
+ */
+static int fs_write_in(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		       size_t size, off_t off, struct fuse_file_info *fi,
+		       int now)
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 	struct fs *fs = fs_of(req);
 	struct node *n = h->n;
-	uint64_t end = (uint64_t)off + size;
-	int64_t now = fs_now_ns();
-	int rc;
+	uint64_t end = (uint64_t)off + size, need;
+	int64_t mtime = fs_now_ns();
+	int rc = 0;
 
+	(void)ino;
 	if (end > fs->cfg.max_file_size || end < (uint64_t)off) {
 		fs_reply_err(req, -EFBIG);
-		return;
+		return 1;
+	}
+	if (now) {
+		pthread_rwlock_rdlock(&n->rw);
+		rc = kv_ext_large(&n->attr.ext) || end > fs->cfg.record_max;
+		pthread_rwlock_unlock(&n->rw);
+		need = rc ? 0 : fs_room_need(n, end);
+		if (rc || (need && !node_budget_fits(fs, need)))
+			return 0;
 	}
 	fs_writing(n, h);
-	rc = fs_ext_grow(fs, n, end, fs_req_stop, req);
-	if (rc == 0)
-		rc = fs_room_for(fs, req, n, end);
+	if (!now) {
+		rc = fs_ext_grow(fs, n, end, fs_req_stop, req);
+		if (rc == 0)
+			rc = fs_room_for(fs, req, n, end);
+	}
 	if (rc < 0) {
 		fs_reply_err(req, rc);
-		return;
+		return 1;
 	}
 	pthread_rwlock_wrlock(&n->rw);
+	if (now && kv_ext_large(&n->attr.ext)) {
+		/* It became one meanwhile. */
+		pthread_rwlock_unlock(&n->rw);
+		return 0;
+	}
 	/* The kernel leaves it to kvfs on a direct_io handle (ops.c). */
 	if (h->direct && (n->attr.mode & (S_ISUID | S_ISGID)))
 		rc = fs_kill_setid_locked(fs, n, fuse_req_ctx(req)->uid);
 	if (rc < 0) {
 		pthread_rwlock_unlock(&n->rw);
 		fs_reply_err(req, rc);
-		return;
+		return 1;
 	}
 	if (kv_ext_large(&n->attr.ext)) {
 		pthread_rwlock_unlock(&n->rw);
@@ -476,7 +549,7 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 			fs_reply_err(req, rc);
 		else
 			fuse_reply_write(req, size);
-		return;
+		return 1;
 	}
 	rc = node_make_dirty(fs, n);
 	if (rc == 0)
@@ -489,15 +562,27 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		node_copy_in(n, (uint64_t)off, buf, size);
 		if (end > n->attr.size)
 			n->attr.size = end;
-		n->attr.mtime_ns = now;
-		n->attr.ctime_ns = now;
+		n->attr.mtime_ns = mtime;
+		n->attr.ctime_ns = mtime;
 	}
 	pthread_rwlock_unlock(&n->rw);
-	if (rc < 0) {
+	if (rc < 0)
 		fs_reply_err(req, rc);
-		return;
-	}
-	fuse_reply_write(req, size);
+	else
+		fuse_reply_write(req, size);
+	return 1;
+}
+
+void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+	      off_t off, struct fuse_file_info *fi)
+{
+	fs_write_in(req, ino, buf, size, off, fi, 0);
+}
+
+int fs_write_now(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		 off_t off, struct fuse_file_info *fi)
+{
+	return fs_write_in(req, ino, buf, size, off, fi, 1);
 }
 
 /* Saves n's unsaved bytes, unless its last name is gone. */
@@ -547,6 +632,17 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fs_wrote(fs_of(req), h->n, h);
 	fs_rewrite_end(h);
 	fs_reply_err(req, rc);
+}
+
+int fs_close_may_wait(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	struct fs *fs = fs_of(req);
+
+	if (fs_ctl_ino(ino) || (h->flags & O_ACCMODE) == O_RDONLY)
+		return 0;
+	/* Queued extent writes, or a save written before the reply. */
+	return fs_is_extent(h->n) || !fs->wb || fs->cfg.durable;
 }
 
 void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

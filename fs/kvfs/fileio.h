@@ -105,6 +105,24 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 	      off_t off, struct fuse_file_info *fi);
 void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/*
+ * For a thread that must not wait (defer.h): fs_read() and fs_write()
+ * when they can answer at once, from memory and within the dirty budget.
+ * 1 when answered; 0 when the request would wait (the disk, a read-ahead
+ * in flight, the dirty budget, an extent file's queued writes): then
+ * nothing was answered, and fs_read() or fs_write() must run where waiting
+ * is allowed.
+ */
+int fs_read_now(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi);
+int fs_write_now(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		 off_t off, struct fuse_file_info *fi);
+/*
+ * Whether a FLUSH or RELEASE of fi may wait: for an extent file's queued
+ * writes, or for a save written before the reply (-o durable).
+ */
+int fs_close_may_wait(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi);
 void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	      struct fuse_file_info *fi);

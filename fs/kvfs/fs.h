@@ -186,8 +186,6 @@ struct fs_config {
 	unsigned threads;
 	unsigned root_mode;
 	int durable;
-	/* Run requests that may wait on kvfs's threads (defer.h). */
-	int defer;
 	/* FUSE over io_uring (fuse_compat.h); ring entries per queue. */
 	int io_uring;
 	unsigned io_uring_q_depth;

@@ -8,17 +8,17 @@
  *   data files (kvdb_recover, fs/kvdb/recover.c), mounts, daemonizes
  *   (then reopens the index: kvdb_reopen_index), runs the loop, tears
  *   down. Every configuration error is reported before daemonizing.
- * - libfuse workers (multi-threaded loop, clone_fd): run the handlers in
- *   fs/kvfs/ops.c and fileio.c; they may block on the index (one SQLite
- *   connection behind idx->lock), on data-file reads (each thread's own
- *   io_uring; appends too with -o durable), and, bounded and holding no
- *   node lock, on the dirty budget and on an fsync's saves.
+ * - libfuse workers (multi-threaded loop, clone_fd; one per CPU by
+ *   default): run the handlers in fs/kvfs/ops.c and fileio.c; they may
+ *   block on the index (one SQLite connection behind idx->lock) but wait
+ *   for nothing else: what would (the disk, the dirty budget, an fsync's
+ *   saves) goes to the deferred-request threads (fs/kvfs/defer.c), which
+ *   reply.
  * - with -o io_uring (fs/kvfs/fuse_compat.c), instead of those workers:
- *   libfuse's ring threads, one per CPU, each serving its CPU's queue;
- *   they run only the handlers that do not wait, the rest go to the
- *   deferred-request threads (fs/kvfs/defer.c), which reply; main
- *   serves INIT and then what comes on /dev/fuse, and stops the rings
- *   after the deferred requests are answered.
+ *   libfuse's ring threads, one per CPU, each serving its CPU's queue,
+ *   under the same rule; main serves INIT and then what comes on
+ *   /dev/fuse, and stops the rings after the deferred requests are
+ *   answered.
  * - write-behind (fs/kvfs/wb.c): KVFS_WB_WRITERS writers append queued
  *   files (one lane and ring each); one committer commits them to the
  *   index in batches.
@@ -102,7 +102,6 @@ struct kvfs_opts {
 	double negative_timeout;
 	unsigned threads;
 	int durable;
-	int defer;
 	int io_uring;
 	int nopassthrough;
 	char *io_uring_q_depth;
@@ -139,7 +138,6 @@ static const struct fuse_opt kvfs_opt_spec[] = {
 	KVFS_OPT("negative_timeout=%lf", negative_timeout),
 	KVFS_OPT("threads=%u", threads),
 	KVFS_OPT("durable", durable),
-	KVFS_OPT("defer", defer),
 	KVFS_OPT("io_uring", io_uring),
 	KVFS_OPT("nopassthrough", nopassthrough),
 	KVFS_OPT("io_uring_q_depth=%s", io_uring_q_depth),
@@ -185,16 +183,14 @@ static void kvfs_usage(const char *prog)
 	       "                           0: pread)\n"
 	       "    -o prefetch=SIZE       read-ahead of looked-up blocks "
 	       "(default 256M; 0: off)\n"
-	       "    -o threads=N           FUSE worker threads (default 16)\n"
+	       "    -o threads=N           FUSE worker threads (default: one "
+	       "per CPU, at most 16)\n"
 	       "    -o root_mode=OCTAL     root directory mode of a new "
 	       "DATADIR (default 0755)\n"
 	       "    -o durable             a successful close(2) survives "
 	       "power loss\n"
 	       "    -o relatime|noatime|atime  what reads do to atime "
 	       "(default relatime, as ext4)\n"
-	       "    -o defer               run requests that may wait on "
-	       "kvfs's threads (as with\n"
-	       "                           io_uring; for testing)\n"
 	       "    -o io_uring            serve FUSE over io_uring (libfuse "
 	       ">= 3.18, kernel's\n"
 	       "                           fuse enable_uring on; kvfs(8))\n"
@@ -375,6 +371,21 @@ static int kvfs_config_uring(struct fs *fs, struct kvfs_opts *o)
 	return 0;
 }
 
+/*
+ * A worker never waits (defer.h): one per CPU keeps every CPU replying,
+ * and each one more only adds wake-ups (kvfs(7), THREADS).
+ */
+#define KVFS_THREADS_AUTO UINT_MAX
+#define KVFS_THREADS_MAX_AUTO 16
+
+static unsigned kvfs_default_threads(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (n < 1)
+		return 1;
+	return n > KVFS_THREADS_MAX_AUTO ? KVFS_THREADS_MAX_AUTO : (unsigned)n;
+}
 /* -o capacity=SIZE|N%: c->capacity or c->capacity_pct. 0 or -EINVAL. */
 static int kvfs_config_capacity(struct fs_config *c, const struct kvfs_opts *o)
 {
@@ -410,8 +421,9 @@ static int kvfs_config(struct fs *fs, struct kvfs_opts *o)
 	c->attr_timeout = o->attr_timeout;
 	c->negative_timeout = o->negative_timeout;
 	c->threads = o->threads;
+	if (c->threads == KVFS_THREADS_AUTO)
+		c->threads = kvfs_default_threads();
 	c->durable = o->durable;
-	c->defer = o->defer;
 	c->passthrough = !o->nopassthrough;
 	c->max_file_size = INT64_MAX;
 	c->record_max = FS_RECORD_MAX;
@@ -851,8 +863,7 @@ static int kvfs_run(struct fs *fs, struct fuse_cmdline_opts *co)
 	    janitor_start(fs) < 0 || wb_start(fs, KVFS_WB_WRITERS) < 0 ||
 	    fs_extq_start(fs) < 0 || share_start(fs) < 0 ||
 	    ra_start(fs, fs->cfg.prefetch) < 0 ||
-	    ((fs->cfg.defer || fs->cfg.io_uring) &&
-	     defer_start(fs, DEFER_THREADS) < 0)) {
+	    defer_start(fs, DEFER_THREADS) < 0) {
 		log_err("cannot start the notifier, probe, checkpoint, "
 			"write-behind, extent-write, shared-tier, read-ahead "
 			"and deferred-request threads");
@@ -914,11 +925,11 @@ static int kvfs_mount(struct fs *fs, struct fuse_args *args,
 
 	ops = fs_ops;
 	/*
-	 * A ring thread serves a whole queue: what may wait goes to kvfs's
-	 * threads, a ring entry's buffers stay valid until the reply.
+	 * The few threads that serve the transport never wait: what would
+	 * goes to kvfs's threads (a ring entry's buffers stay valid until
+	 * the reply).
 	 */
-	if (fs->cfg.defer || fs->cfg.io_uring)
-		defer_patch_ops(&ops, fs->cfg.durable, !fs->cfg.io_uring);
+	defer_patch_ops(&ops, fs->cfg.durable, !fs->cfg.io_uring);
 	reqcount_patch_ops(&ops);
 	fs->se = fuse_session_new(args, &ops, sizeof(ops), fs);
 	if (!fs->se)
@@ -967,7 +978,7 @@ int main(int argc, char **argv)
 	struct kvfs_opts o = {.entry_timeout = 3600,
 			      .attr_timeout = 3600,
 			      .negative_timeout = 3600,
-			      .threads = 16,
+			      .threads = KVFS_THREADS_AUTO,
 			      .high_wm = 95,
 			      .low_wm = 90,
 			      .tmp_max_age = 3600,

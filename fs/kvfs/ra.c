@@ -422,6 +422,21 @@ void ra_wait(struct fs *fs, const struct kv_extent *ext, fuse_req_t req)
 	pthread_mutex_unlock(&ra->lock);
 }
 
+int ra_ready(struct fs *fs, const struct kv_extent *ext)
+{
+	struct ra *ra = fs->ra;
+	struct ra_entry *e;
+	int ready;
+
+	if (!ra)
+		return 0;
+	pthread_mutex_lock(&ra->lock);
+	e = ra_find(ra, ext);
+	ready = e && e->state == RA_READY;
+	pthread_mutex_unlock(&ra->lock);
+	return ready;
+}
+
 /* A load earned credit; ra->lock held. */
 static void ra_earn(struct ra *ra, int n)
 {

@@ -76,6 +76,8 @@ void ra_offer(struct fs *fs, struct node *n);
  * that would load the record waits, or one would read it a second time.)
  */
 void ra_wait(struct fs *fs, const struct kv_extent *ext, fuse_req_t req);
+/* Whether the record at ext was read ahead and is waiting to be taken. */
+int ra_ready(struct fs *fs, const struct kv_extent *ext);
 /*
  * n->rw held exclusive, n neither dirty nor cached nor queued for saving:
  * gives n the checked bytes read ahead for its record, as node_fill()

@@ -18,9 +18,12 @@
 #      waits until it is committed; kvfsctl sync empties the queue; after a
 #      remount every remaining file is byte-exact under its final name and
 #      the unlinked one is gone;
-#   d. (fault injection) a writer waiting for budget behind a full queue
-#      is killed with SIGKILL: it is gone within 10 s and the mount still
-#      answers;
+#   d. (fault injection) a writer waiting for budget behind a full queue,
+#      on a mount with one worker thread (-o threads=1): while it waits,
+#      stat, a read of a queued file from memory, mkdir, an empty file made
+#      and a listing are answered (the WRITE waits on a thread of kvfs's
+#      own, not in the worker); killed with SIGKILL, it is gone within
+#      10 s and the mount still answers;
 #   e. (fault injection) background saves that fail
 #      (user.kvfs.fault.wb_error): close(2) succeeded, so a new file whose
 #      save failed is removed (logged), never left empty under its name; a
@@ -383,7 +386,7 @@ case_queue() {
 case_kill_waiter() {
 	local i wpid waits limit
 	t_log "d: a writer waiting for budget behind a full queue, killed"
-	fresh d "dirty_limit=16M,$NOCACHE"
+	fresh d "dirty_limit=16M,threads=1,$NOCACHE"
 	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_delay_ms \
 		$WDELAY_MS
 	# 12 MiB queued (the appends sleep), then 8 MiB more does not fit.
@@ -406,9 +409,25 @@ case_kill_waiter() {
 	kv_need "$MNT" dirty_bytes
 	[ "$OUT" -ge $((16 * MiB)) ] ||
 		t_fail "d: the writer has not filled the budget in 60 s ($OUT)"
+	# The one worker serves the rest meanwhile (10 s each; the queue's
+	# appends sleep 30 s, so none of this waits for the writer).
+	size "$MNT/q1.bin"
+	[ "$OUT" -eq $((4 * MiB)) ] || t_fail "d: q1 has $OUT bytes"
+	expect 10 "check: match" check "$MNT/q2.bin" $((4 * MiB)) 2
+	bounded 10 "$T_TMP/ns.out" mkdir "$MNT/dir" ||
+		t_fail "d: mkdir: $(cat "$T_TMP/ns.out")"
+	bounded 10 "$T_TMP/ns.out" touch "$MNT/dir/empty" ||
+		t_fail "d: touch: $(cat "$T_TMP/ns.out")"
+	bounded 10 "$T_TMP/ns.out" ls "$MNT/dir" ||
+		t_fail "d: ls: $(cat "$T_TMP/ns.out")"
+	[ "$(cat "$T_TMP/ns.out")" = empty ] ||
+		t_fail "d: ls lists '$(cat "$T_TMP/ns.out")' (want 'empty')"
+	t_alive "$wpid" || t_fail "d: the writer stopped waiting:" \
+		"$(cat "$T_TMP/w.out")"
 	kv_need "$MNT" dirty_waits_total
 	waits=$OUT
-	t_log "d: the writer waits (wchan $(cat "/proc/$wpid/wchan" \
+	t_log "d: answered stat, a read, mkdir, a create and ls meanwhile;" \
+		"the writer waits (wchan $(cat "/proc/$wpid/wchan" \
 		2>/dev/null)); SIGKILL"
 	# Over io_uring kvfs asks for no INTERRUPT (kvfs(8) io_uring): the
 	# wait ends on its own, when the queue drains or at its 60 s bound.
