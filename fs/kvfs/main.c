@@ -373,7 +373,7 @@ static int kvfs_config_uring(struct fs *fs, struct kvfs_opts *o)
 
 /*
  * A worker never waits (defer.h): one per CPU keeps every CPU replying,
- * and each one more only adds wake-ups (kvfs(7), THREADS).
+ * and each one more only adds wake-ups (kvfs(7), THREADS AND LOCKS).
  */
 #define KVFS_THREADS_AUTO UINT_MAX
 #define KVFS_THREADS_MAX_AUTO 16
@@ -386,6 +386,7 @@ static unsigned kvfs_default_threads(void)
 		return 1;
 	return n > KVFS_THREADS_MAX_AUTO ? KVFS_THREADS_MAX_AUTO : (unsigned)n;
 }
+
 /* -o capacity=SIZE|N%: c->capacity or c->capacity_pct. 0 or -EINVAL. */
 static int kvfs_config_capacity(struct fs_config *c, const struct kvfs_opts *o)
 {
