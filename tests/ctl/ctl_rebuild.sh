@@ -220,9 +220,12 @@ headers() {
 
 # b_cut KVD: CUT, where data file F is cut: half its size, moved to the
 # start of the nearest name record in it that renamed a block whose data
-# record is before it, with a data record after it. Whether a rename
-# survives such a cut then does not depend on where the daemon happened to
-# put the name records, and the cut leaves a short block.
+# record is before it, in F, under another name (the name the block had
+# when it was saved: a record written after the rename has the final name
+# already, and its name record restores nothing), with a data record after
+# it. Whether a rename survives such a cut then does not depend on where
+# the daemon happened to put the name records, and the cut leaves a short
+# block.
 b_cut() {
 	local half
 	half=$(($(stat -c %s "$1") / 2))
@@ -233,7 +236,9 @@ b_cut() {
 			end[$1] = $2 != f ? 0 : $3 + $4 + int(($5 + 4095) / 4096) * 4096
 			if ($2 == f && $3 > last) last = $3
 			next }
-		$2 == 2 && ($4 in end) && end[$4] <= $1 && $1 < last {
+		$2 == 1 { hpath[$3] = $4 }
+		$2 == 2 && ($4 in end) && end[$4] <= $1 && $1 < last &&
+		    ($3 in hpath) && hpath[$3] != $4 {
 			d = $1 - half; if (d < 0) d = -d
 			if (best == "" || d < bd) { best = $1; bd = d } }
 		END { print best == "" ? half : best }' \
