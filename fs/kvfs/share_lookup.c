@@ -646,9 +646,15 @@ int share_pull(struct fs *fs, struct node *n, fuse_req_t req)
 		node_segs_release(fs, segs, nsegs);
 		free(segs);
 	}
-	/* Rewritten elsewhere with another length: the kernel's is stale. */
-	if (len != size)
+	/*
+	 * Rewritten elsewhere with another length: the kernel's size is
+	 * stale. Its attributes go before the reply (the caller's first read
+	 * stops at the size it holds), its pages in the background.
+	 */
+	if (len != size) {
+		notify_attrs_now(fs->notify, n->ino);
 		notify_inode(fs->notify, n->ino);
+	}
 	if (rc == 0) {
 		atomic_fetch_add(&sh->st.pulls, 1);
 		atomic_fetch_add(&sh->st.pull_bytes, len);
