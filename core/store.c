@@ -363,6 +363,20 @@ void store_close(struct store *st)
 }
 
 /* Writes all of iov at off, looping over short writes and retrying EINTR. */
+/* Consumes the first n bytes of the iovecs *iov, *cnt of them. */
+static void store_iov_advance(struct iovec **iov, int *cnt, size_t n)
+{
+	while (*cnt > 0 && n >= (*iov)->iov_len) {
+		n -= (*iov)->iov_len;
+		(*iov)++;
+		(*cnt)--;
+	}
+	if (*cnt > 0) {
+		(*iov)->iov_base = (char *)(*iov)->iov_base + n;
+		(*iov)->iov_len -= n;
+	}
+}
+
 static int store_write_all(struct store *st, int fd, struct iovec *iov,
 			   int iovcnt, uint64_t off)
 {
@@ -381,15 +395,7 @@ static int store_write_all(struct store *st, int fd, struct iovec *iov,
 		if (n == 0)
 			return -EIO;
 		off += (uint64_t)n;
-		while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
-			n -= (ssize_t)iov->iov_len;
-			iov++;
-			iovcnt--;
-		}
-		if (iovcnt > 0) {
-			iov->iov_base = (char *)iov->iov_base + n;
-			iov->iov_len -= (size_t)n;
-		}
+		store_iov_advance(&iov, &iovcnt, (size_t)n);
 	}
 	return 0;
 }
@@ -757,16 +763,15 @@ static void *store_rbuf_get(size_t len)
 }
 
 /* Reads len bytes at off; -ENODATA when the file ends before them. */
-static int store_read_all(struct store *st, int fd, char *buf, size_t len,
-			  uint64_t off)
+static int store_read_all(struct store *st, int fd, struct iovec *iov,
+			  int iovcnt, uint64_t off)
 {
 	uint64_t fsize;
 	int retries = 0;
 	int rc;
 
-	while (len > 0) {
-		struct iovec iov = {.iov_base = buf, .iov_len = len};
-		ssize_t n = st->ops.preadv(st->ops.ctx, fd, &iov, 1, off);
+	while (iovcnt > 0) {
+		ssize_t n = st->ops.preadv(st->ops.ctx, fd, iov, iovcnt, off);
 
 		if (n == -EINTR || n == -EAGAIN) {
 			if (++retries > STORE_RETRIES)
@@ -782,23 +787,27 @@ static int store_read_all(struct store *st, int fd, char *buf, size_t len,
 				return rc;
 			return fsize <= off ? -ENODATA : -EIO;
 		}
-		buf += n;
-		len -= (size_t)n;
 		off += (uint64_t)n;
+		store_iov_advance(&iov, &iovcnt, (size_t)n);
 	}
 	return 0;
 }
 
 /*
- * Reads [rstart, rend) of the record at ext into buf and checks the chunks
- * of [off, end) against crcs (NULL: no check); rstart and rend are the
- * KV_ALIGN-aligned (and, with crcs, chunk-aligned) span around them.
+ * Reads [rstart, rend) of the record at ext into bufs, seg bytes in each
+ * (the last holds the rest), at most STORE_IOV_MAX buffers a request, and
+ * checks the chunks of [off, end) against crcs (NULL: no check); rstart
+ * and rend are the KV_ALIGN-aligned (and, with crcs, chunk-aligned) span
+ * around them, seg a KV_CHUNK_SIZE multiple when there is more than one.
  */
 static int store_read_span(struct store *st, const struct kv_extent *ext,
 			   const uint32_t *crcs, uint64_t off, uint64_t end,
-			   uint64_t rstart, uint64_t rend, char *buf)
+			   uint64_t rstart, uint64_t rend, char *const *bufs,
+			   uint64_t seg)
 {
-	int fd, rc;
+	struct iovec iov[STORE_IOV_MAX];
+	uint64_t pos = rstart;
+	int fd, rc = 0;
 
 	fd = store_file_fd(st, ext->file_id);
 	if (fd == -ENOENT) {
@@ -809,8 +818,20 @@ static int store_read_span(struct store *st, const struct kv_extent *ext,
 		rc = fd;
 		goto out_err;
 	}
-	rc = store_read_all(st, fd, buf, rend - rstart,
-			    ext->off + ext->hdr_len + rstart);
+	for (size_t b = 0; rc == 0 && pos < rend;) {
+		uint64_t from = pos;
+		int cnt = 0;
+
+		for (; cnt < STORE_IOV_MAX && pos < rend; cnt++, b++) {
+			uint64_t l = rend - pos < seg ? rend - pos : seg;
+
+			iov[cnt] = (struct iovec){.iov_base = bufs[b],
+						  .iov_len = (size_t)l};
+			pos += l;
+		}
+		rc = store_read_all(st, fd, iov, cnt,
+				    ext->off + ext->hdr_len + from);
+	}
 	if (rc < 0)
 		goto out_err;
 	if (crcs) {
@@ -822,8 +843,10 @@ static int store_read_span(struct store *st, const struct kv_extent *ext,
 			uint64_t clen = ext->len - cs < KV_CHUNK_SIZE
 						? ext->len - cs
 						: KV_CHUNK_SIZE;
+			const char *p =
+				bufs[(cs - rstart) / seg] + (cs - rstart) % seg;
 
-			if (crc32c(0, buf + (cs - rstart), clen) != crcs[c]) {
+			if (crc32c(0, p, clen) != crcs[c]) {
 				rc = -EBADMSG;
 				goto out_err;
 			}
@@ -868,7 +891,8 @@ int store_read(struct store *st, const struct kv_extent *ext,
 	buf = store_rbuf_get(rend - rstart);
 	if (!buf)
 		return -ENOMEM;
-	rc = store_read_span(st, ext, crcs, off, end, rstart, rend, buf);
+	rc = store_read_span(st, ext, crcs, off, end, rstart, rend, &buf,
+			     rend - rstart);
 	if (rc < 0)
 		return rc;
 	*data = buf + (off - rstart);
@@ -876,21 +900,24 @@ int store_read(struct store *st, const struct kv_extent *ext,
 	return 0;
 }
 
-int store_read_into(struct store *st, const struct kv_extent *ext,
-		    const uint32_t *crcs, uint64_t off, size_t len, void *buf,
-		    size_t *n)
+int store_read_segs(struct store *st, const struct kv_extent *ext,
+		    const uint32_t *crcs, uint64_t off, size_t len,
+		    char *const *bufs, size_t seg, size_t *n)
 {
 	uint64_t end;
 	int rc;
 
 	*n = 0;
-	if (off % KV_CHUNK_SIZE || (uintptr_t)buf % KV_ALIGN)
+	if (off % KV_CHUNK_SIZE || seg == 0 || seg % KV_CHUNK_SIZE)
 		return -EINVAL;
 	if (off >= ext->len || len == 0)
 		return 0;
 	end = len < ext->len - off ? off + len : ext->len;
+	for (uint64_t b = 0; b * seg < end - off; b++)
+		if ((uintptr_t)bufs[b] % KV_ALIGN)
+			return -EINVAL;
 	rc = store_read_span(st, ext, crcs, off, end, off, kv_align_up(end),
-			     buf);
+			     bufs, seg);
 	if (rc == 0)
 		*n = end - off;
 	return rc;

@@ -116,14 +116,18 @@ int store_read(struct store *st, const struct kv_extent *ext,
 	       const uint32_t *crcs, uint64_t off, size_t len,
 	       const void **data, size_t *n);
 /*
- * store_read() straight into buf, with no copy: off a multiple of
- * KV_CHUNK_SIZE, buf KV_ALIGN-aligned with room for the clipped length
- * rounded up to KV_ALIGN (the bytes past it are the data file's). *n is
- * the clipped length. The same errors, and -EINVAL for a misaligned call.
+ * store_read() straight into the caller's buffers, with no copy, in one
+ * request for all of them (the disk sees them at once, not one after the
+ * other): bytes [off, off + len) clipped to the record land in bufs[0],
+ * bufs[1], ..., seg bytes in each. off and seg are multiples of
+ * KV_CHUNK_SIZE; each buffer is KV_ALIGN-aligned with room for seg bytes
+ * (the last: for its part rounded up to KV_ALIGN; the bytes past the
+ * record are the data file's). *n is the clipped length. The same errors,
+ * and -EINVAL for a misaligned call.
  */
-int store_read_into(struct store *st, const struct kv_extent *ext,
-		    const uint32_t *crcs, uint64_t off, size_t len, void *buf,
-		    size_t *n);
+int store_read_segs(struct store *st, const struct kv_extent *ext,
+		    const uint32_t *crcs, uint64_t off, size_t len,
+		    char *const *bufs, size_t seg, size_t *n);
 
 /*
  * Frees the record at ext: punches a hole over it. When file_refs is 0 (the

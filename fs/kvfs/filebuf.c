@@ -210,7 +210,8 @@ int node_iov(struct node *n, uint64_t off, uint64_t len, struct iovec *iov)
 
 int node_fill(struct fs *fs, struct node *n)
 {
-	uint64_t off = 0, size = n->attr.size;
+	uint64_t size = n->attr.size;
+	size_t got;
 	int rc;
 
 	if (n->dirty || n->cached)
@@ -234,18 +235,13 @@ int node_fill(struct fs *fs, struct node *n)
 			goto out_discard;
 		n->crcs_loaded = 1;
 	}
-	/* Each segment read into and checked in place: no staging copy. */
-	while (off < size) {
-		size_t got;
-
-		rc = store_read_into(fs->store, &n->attr.ext, n->crcs, off,
-				     NODE_SEG, n->segs[off / NODE_SEG], &got);
-		if (rc == 0 && got == 0)
-			rc = -EIO;
-		if (rc < 0)
-			goto out_discard;
-		off += got;
-	}
+	/* Read into and checked in place, in one request: no staging copy. */
+	rc = store_read_segs(fs->store, &n->attr.ext, n->crcs, 0, size, n->segs,
+			     NODE_SEG, &got);
+	if (rc == 0 && got != size)
+		rc = -EIO;
+	if (rc < 0)
+		goto out_discard;
 	n->cached = 1;
 	return 0;
 out_discard:

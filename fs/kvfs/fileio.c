@@ -357,6 +357,27 @@ static int fs_read_later(struct node *n)
 }
 
 /*
+ * The first read's load of n (n->rw held exclusive, nothing buffered):
+ * its read-ahead's bytes, or (not now) the record read and checked. 0 when
+ * loaded, 1 (only with now) when that needs a wait, or -errno.
+ */
+static int fs_read_fill(struct fs *fs, fuse_ino_t ino, struct node *n, int now)
+{
+#ifdef KVFS_FAULT_INJECTION
+	int rc = fs_fault_read(fs, ino);
+
+	if (rc < 0)
+		return now ? 1 : rc;
+#else
+	(void)ino;
+#endif
+	/* Read ahead after its lookup, or read now. */
+	if (ra_take(fs, n))
+		return 0;
+	return now ? 1 : node_fill(fs, n);
+}
+
+/*
  * Answers a READ. With now (fs_read_now()), only from memory: 0, with
  * nothing answered, when the bytes must come from the disk, from a
  * read-ahead still in flight or from an extent file (defer.h).
@@ -377,7 +398,11 @@ static int fs_read_in(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	n = h->n;
 	fs_read_atime(fs, h);
-	pthread_rwlock_rdlock(&n->rw);
+again:
+	if (now && pthread_rwlock_tryrdlock(&n->rw) != 0)
+		return 0; /* held exclusive: a first read is loading it */
+	if (!now)
+		pthread_rwlock_rdlock(&n->rw);
 	if (kv_ext_large(&n->attr.ext))
 		goto out_extent;
 	old = fs_read_old(fs, req, n, (uint64_t)off, size, now);
@@ -402,19 +427,18 @@ static int fs_read_in(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (old)
 			return old > 0 ? 1 : fs_read_later(n);
 		if (!n->dirty && !n->cached && !n->wb) {
-#ifdef KVFS_FAULT_INJECTION
-			rc = fs_fault_read(fs, ino);
-			if (rc < 0 && now)
-				return fs_read_later(n);
-			if (rc == 0)
-#endif
-				/* Read ahead after its lookup, or read now. */
-				if (!ra_take(fs, n))
-					rc = now ? 1 : node_fill(fs, n);
+			rc = fs_read_fill(fs, ino, n, now);
 			if (rc > 0)
 				return fs_read_later(n);
 			if (rc < 0)
 				goto out_unlock;
+			/*
+			 * Loaded: answered under the shared lock, so that the
+			 * kernel's other requests for the file are answered
+			 * beside this one, not after it.
+			 */
+			pthread_rwlock_unlock(&n->rw);
+			goto again;
 		}
 	}
 	if ((uint64_t)off < n->attr.size && (n->dirty || n->cached || n->wb)) {

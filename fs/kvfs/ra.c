@@ -141,7 +141,7 @@ static void ra_free(struct fs *fs, struct ra_entry *e)
 static int ra_read(struct fs *fs, struct ra_entry *e)
 {
 	size_t nsegs = (size_t)(ra_cost(&e->ext) / NODE_SEG);
-	uint64_t off = 0;
+	size_t got;
 	int rc;
 
 	rc = idx_get_crcs(fs->idx, e->ino, &e->crcs, &e->ncrcs);
@@ -155,18 +155,9 @@ static int ra_read(struct fs *fs, struct ra_entry *e)
 		if (!e->segs[e->nsegs])
 			return -ENOMEM;
 	}
-	while (off < e->ext.len) {
-		size_t got;
-
-		rc = store_read_into(fs->store, &e->ext, e->crcs, off, NODE_SEG,
-				     e->segs[off / NODE_SEG], &got);
-		if (rc == 0 && got == 0)
-			rc = -EIO;
-		if (rc < 0)
-			return rc;
-		off += got;
-	}
-	return 0;
+	rc = store_read_segs(fs->store, &e->ext, e->crcs, 0, e->ext.len,
+			     e->segs, NODE_SEG, &got);
+	return rc == 0 && got != e->ext.len ? -EIO : rc;
 }
 
 /*

@@ -159,17 +159,20 @@ static void test_read_huge_len_clipped(void **state)
 }
 
 /*
- * store_read_into: chunk-aligned reads land in the caller's buffer, byte
- * for byte and checked; misaligned calls are refused; a flipped byte and a
- * cut data file give the same errors as store_read.
+ * store_read_segs: chunk-aligned reads land in the caller's buffers, byte
+ * for byte and checked, across buffers as in one; misaligned calls are
+ * refused; a flipped byte and a cut data file give the same errors as
+ * store_read.
  */
-static void test_read_into(void **state)
+static void test_read_segs(void **state)
 {
 	struct ts_ctx *t = *state;
 	const uint64_t len = 3ull * KV_CHUNK_SIZE + 5000;
+	const size_t one = 4 * KV_CHUNK_SIZE; /* one buffer for all */
+	const size_t seg = 2 * KV_CHUNK_SIZE;
 	struct ts_rec a, r;
 	unsigned char v;
-	char *buf = NULL;
+	char *buf = NULL, *segs[2] = {NULL, NULL}, *bad;
 	size_t n = 1;
 
 	t->st = ts_open_cfg(t, 1, 0, 0, 0);
@@ -177,54 +180,76 @@ static void test_read_into(void **state)
 	ts_rec_init(&r, len, 32);
 	ts_rec_append(t->st, &a, 1, "/a");
 	ts_rec_append(t->st, &r, 2, "/r");
-	assert_int_equal(posix_memalign((void **)&buf, KV_ALIGN,
-					kv_align_up(len) + KV_ALIGN),
+	assert_int_equal(posix_memalign((void **)&buf, KV_ALIGN, one), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(
+			posix_memalign((void **)&segs[i], KV_ALIGN, seg), 0);
+	assert_int_equal(store_read_segs(t->st, &r.ext, r.crcs, 0, SIZE_MAX,
+					 &buf, one, &n),
 			 0);
-	assert_int_equal(
-		store_read_into(t->st, &r.ext, r.crcs, 0, SIZE_MAX, buf, &n),
-		0);
 	assert_int_equal(n, len);
-	ts_assert_bytes(buf, r.buf, (size_t)len, "read_into whole");
-	assert_int_equal(store_read_into(t->st, &r.ext, r.crcs,
-					 2 * KV_CHUNK_SIZE, KV_CHUNK_SIZE, buf,
-					 &n),
+	ts_assert_bytes(buf, r.buf, (size_t)len, "read_segs whole");
+	/* Two buffers of two chunks: the second holds the rest. */
+	n = 1;
+	assert_int_equal(store_read_segs(t->st, &r.ext, r.crcs, 0, SIZE_MAX,
+					 segs, seg, &n),
+			 0);
+	assert_int_equal(n, len);
+	ts_assert_bytes(segs[0], r.buf, seg, "read_segs buffer 0");
+	ts_assert_bytes(segs[1], r.buf + seg, (size_t)len - seg,
+			"read_segs buffer 1");
+	assert_int_equal(store_read_segs(t->st, &r.ext, r.crcs,
+					 2 * KV_CHUNK_SIZE, KV_CHUNK_SIZE, &buf,
+					 one, &n),
 			 0);
 	assert_int_equal(n, KV_CHUNK_SIZE);
 	ts_assert_bytes(buf, r.buf + 2 * KV_CHUNK_SIZE, KV_CHUNK_SIZE,
-			"read_into chunk 2");
+			"read_segs chunk 2");
 	/* The tail: clipped to the record, 5000 bytes of a last chunk. */
-	assert_int_equal(store_read_into(t->st, &r.ext, r.crcs,
-					 3 * KV_CHUNK_SIZE, KV_CHUNK_SIZE, buf,
-					 &n),
+	assert_int_equal(store_read_segs(t->st, &r.ext, r.crcs,
+					 3 * KV_CHUNK_SIZE, KV_CHUNK_SIZE, &buf,
+					 one, &n),
 			 0);
 	assert_int_equal(n, 5000);
-	ts_assert_bytes(buf, r.buf + 3 * KV_CHUNK_SIZE, 5000, "read_into tail");
-	assert_int_equal(store_read_into(t->st, &r.ext, r.crcs,
-					 4 * KV_CHUNK_SIZE, 10, buf, &n),
+	ts_assert_bytes(buf, r.buf + 3 * KV_CHUNK_SIZE, 5000, "read_segs tail");
+	assert_int_equal(store_read_segs(t->st, &r.ext, r.crcs,
+					 4 * KV_CHUNK_SIZE, 10, &buf, one, &n),
 			 0);
 	assert_int_equal(n, 0);
 	assert_int_equal(
-		store_read_into(t->st, &r.ext, r.crcs, 4096, 10, buf, &n),
+		store_read_segs(t->st, &r.ext, r.crcs, 4096, 10, &buf, one, &n),
 		-EINVAL);
+	bad = buf + 1;
 	assert_int_equal(
-		store_read_into(t->st, &r.ext, r.crcs, 0, 10, buf + 1, &n),
+		store_read_segs(t->st, &r.ext, r.crcs, 0, 10, &bad, one, &n),
 		-EINVAL);
+	assert_int_equal(store_read_segs(t->st, &r.ext, r.crcs, 0, SIZE_MAX,
+					 segs, seg + 4096, &n),
+			 -EINVAL);
 	ts_check_read(t->st, &a, 0, (size_t)a.len);
-	/* A flipped byte in chunk 1 fails a read of it, not of chunk 0. */
-	v = (unsigned char)(r.buf[KV_CHUNK_SIZE + 9] ^ 0xff);
+	/* A flipped byte in chunk 2 fails a read of it, not of chunk 0. */
+	v = (unsigned char)(r.buf[2 * KV_CHUNK_SIZE + 9] ^ 0xff);
 	ts_file_pwrite(t, 1, &v, 1,
-		       r.ext.off + r.ext.hdr_len + KV_CHUNK_SIZE + 9);
-	assert_int_equal(
-		store_read_into(t->st, &r.ext, r.crcs, 0, SIZE_MAX, buf, &n),
-		-EBADMSG);
-	assert_int_equal(store_read_into(t->st, &r.ext, r.crcs, 0,
-					 KV_CHUNK_SIZE, buf, &n),
+		       r.ext.off + r.ext.hdr_len + 2 * KV_CHUNK_SIZE + 9);
+	assert_int_equal(store_read_segs(t->st, &r.ext, r.crcs, 0, SIZE_MAX,
+					 &buf, one, &n),
+			 -EBADMSG);
+	assert_int_equal(store_read_segs(t->st, &r.ext, r.crcs, 0, SIZE_MAX,
+					 segs, seg, &n),
+			 -EBADMSG);
+	assert_int_equal(store_read_segs(t->st, &r.ext, r.crcs, 0,
+					 KV_CHUNK_SIZE, &buf, one, &n),
 			 0);
-	ts_truncate(t, 1, r.ext.off + r.ext.hdr_len + KV_CHUNK_SIZE);
-	assert_int_equal(store_read_into(t->st, &r.ext, NULL, 2 * KV_CHUNK_SIZE,
-					 10, buf, &n),
+	/* Cut inside the second buffer: provably short. */
+	ts_truncate(t, 1, r.ext.off + r.ext.hdr_len + seg + KV_CHUNK_SIZE);
+	assert_int_equal(store_read_segs(t->st, &r.ext, NULL, 0, SIZE_MAX, segs,
+					 seg, &n),
 			 -ENODATA);
+	assert_int_equal(
+		store_read_segs(t->st, &r.ext, NULL, 0, seg, segs, seg, &n), 0);
 	free(buf);
+	free(segs[0]);
+	free(segs[1]);
 	ts_rec_free(&a);
 	ts_rec_free(&r);
 }
@@ -1012,7 +1037,7 @@ int main(void)
 		T(test_append_read_roundtrip),
 		T(test_read_ranges),
 		T(test_read_huge_len_clipped),
-		T(test_read_into),
+		T(test_read_segs),
 		T(test_file_naming_and_reopen),
 		T(test_free_punches),
 		T(test_free_removes_inactive_file),
