@@ -8,13 +8,20 @@
  *              NBLOCKS THREADS
  *       access(dest) -> mkdir -p -> open(tmp, O_CREAT|O_EXCL|O_WRONLY|
  *       O_TRUNC|O_DIRECT) -> one write -> close -> rename, per block
- *   store_load [-l BATCH] load DIR SIZE NBLOCKS THREADS direct|buffered
+ *   store_load [-l BATCH [-w MS]] [-v] load DIR SIZE NBLOCKS THREADS
+ *              direct|buffered
  *       open(O_RDONLY[|O_DIRECT]) -> one read -> close, per block; the
  *       first 4 bytes of each block are checked
  *       -l BATCH  lookup, then load, as an engine's lookup manager and
  *                 load job: each thread takes its blocks BATCH at a
  *                 time, access(F_OK)s the batch, then loads it; the
- *                 latencies are the loads', MiB/s is over both
+ *                 latencies are the loads', MiB/s is over the time
+ *                 spent in both (a thread's; the slowest thread's)
+ *       -w MS     with -l, the engine's scheduler step between a batch's
+ *                 lookups and its loads: the thread sleeps MS ms, time
+ *                 that is the engine's and not counted
+ *       -v        every byte of each block checked (the buffer is
+ *                 cleared before each load), outside the timed spans
  * Blocks are split into THREADS contiguous ranges, one per thread. Small
  * SIZEs (4096) make the store mode the small-file create benchmark.
  *
@@ -71,6 +78,9 @@ struct sl_job {
 	enum sl_op op;
 	int direct;
 	int batch;   /* -l: blocks looked up before they are loaded */
+	int step_ms; /* -w */
+	int verify;  /* -v */
+	double busy; /* -l: seconds in lookups and loads */
 	double *lat; /* seconds per block, indexed by block */
 	long errors;
 	int first_err; /* -errno of this thread's first failed block */
@@ -85,6 +95,9 @@ struct sl_pass {
 	enum sl_op op;
 	int direct;
 	int batch;
+	int step_ms;
+	int verify;
+	double busy; /* -l: the largest of the threads' */
 	double *lat;
 	long errors;
 	const char *first_err; /* errno name of the first failure, or "-" */
@@ -172,6 +185,31 @@ static int sl_load_one(struct sl_job *j, unsigned char *buf, int i)
 	return n == (ssize_t)j->size && got == i ? 0 : -EIO;
 }
 
+/* -v: whether buf holds block i as sl_store_one() wrote it, byte for byte
+ * (its number, then the 0x5a fill). */
+static int sl_bytes_ok(const unsigned char *buf, size_t size, int i)
+{
+	int got;
+
+	memcpy(&got, buf, sizeof(got));
+	if (got != i)
+		return 0;
+	for (size_t k = sizeof(got); k < size; k++)
+		if (buf[k] != 0x5a)
+			return 0;
+	return 1;
+}
+
+/* -w: sleeps ms milliseconds, whole. */
+static void sl_sleep_ms(int ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000,
+			      .tv_nsec = (long)(ms % 1000) * 1000000};
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
 /* access(F_OK) of block i, which must be there. 0 or -errno. */
 static int sl_access_one(struct sl_job *j, int i)
 {
@@ -202,11 +240,18 @@ static void *sl_thread(void *arg)
 
 		/* -l: the batch's lookups first, as the lookup manager's. */
 		if (j->op == SL_LOAD && j->batch &&
-		    (i - j->from) % j->batch == 0)
+		    (i - j->from) % j->batch == 0) {
+			t0 = sl_now();
 			for (int k = i; k < j->to && k < i + j->batch; k++)
 				if ((rc = sl_access_one(j, k)) < 0 &&
 				    j->errors++ == 0)
 					j->first_err = rc;
+			j->busy += sl_now() - t0;
+			if (j->step_ms)
+				sl_sleep_ms(j->step_ms);
+		}
+		if (j->verify)
+			memset(buf, 0, j->size);
 		t0 = sl_now();
 		switch (j->op) {
 		case SL_STORE:
@@ -215,6 +260,10 @@ static void *sl_thread(void *arg)
 		case SL_LOAD:
 			rc = sl_load_one(j, buf, i);
 			j->lat[i] = sl_now() - t0;
+			j->busy += j->lat[i];
+			if (rc == 0 && j->verify &&
+			    !sl_bytes_ok(buf, j->size, i))
+				rc = -EIO;
 			break;
 		default:
 			rc = sl_access_one(j, i);
@@ -251,11 +300,15 @@ static int sl_run_pass(struct sl_pass *p)
 			.op = p->op,
 			.direct = p->direct,
 			.batch = p->batch,
+			.step_ms = p->step_ms,
+			.verify = p->verify,
 			.lat = p->lat};
 		pthread_create(&t[i], NULL, sl_thread, &jobs[i]);
 	}
 	for (int i = 0; i < p->nthreads; i++) {
 		pthread_join(t[i], NULL);
+		if (jobs[i].busy > p->busy)
+			p->busy = jobs[i].busy;
 		if (jobs[i].errors && !p->errors)
 			p->first_err = strerrorname_np(-jobs[i].first_err);
 		p->errors += jobs[i].errors;
@@ -324,8 +377,16 @@ int main(int argc, char **argv)
 	char sync_ms[32] = "-", access_rate[32] = "-";
 	int opt, sync = 0, athreads = 0, n;
 
-	while ((opt = getopt(argc, argv, "+u:a:sc:l:")) != -1) {
+	while ((opt = getopt(argc, argv, "+u:a:sc:l:w:v")) != -1) {
 		switch (opt) {
+		case 'w':
+			p.step_ms = atoi(optarg);
+			if (p.step_ms <= 0)
+				return sl_usage();
+			break;
+		case 'v':
+			p.verify = 1;
+			break;
 		case 'l':
 			p.batch = atoi(optarg);
 			if (p.batch <= 0)
@@ -361,7 +422,8 @@ int main(int argc, char **argv)
 		   (argc > 6 && strcmp(argv[6], "direct") == 0);
 	if (n <= 0 || p.nthreads <= 0 || athreads < 0 ||
 	    (p.op != SL_STORE && (p.old || athreads || sync || cmd)) ||
-	    (p.op != SL_LOAD && p.batch))
+	    (p.op != SL_LOAD && (p.batch || p.verify)) ||
+	    (p.step_ms && !p.batch))
 		return sl_usage();
 	p.lat = calloc((size_t)n, sizeof(*p.lat));
 	a.lat = calloc((size_t)n, sizeof(*a.lat));
@@ -370,7 +432,7 @@ int main(int argc, char **argv)
 	t0 = sl_now();
 	if (sl_run_pass(&p) < 0)
 		return 2;
-	dt = sl_now() - t0;
+	dt = p.batch ? p.busy : sl_now() - t0;
 	if (athreads) {
 		a = (struct sl_pass){.dir = p.dir,
 				     .n = n,
