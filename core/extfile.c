@@ -110,13 +110,17 @@ static int extf_openat(int dirfd, uint64_t ino, int flags)
 int extf_create(int dirfd, const struct store_io_ops *ops, uint64_t ino,
 		uint64_t seq, const char *path, struct extf *x)
 {
-	size_t plen = strnlen(path, STORE_PATH_MAX);
-	uint32_t hlen = store_hdr_len(0, plen);
+	size_t plen = strnlen(path, STORE_PATH_MAX + 1);
+	uint32_t hlen;
 	struct extf h = EXTF_NONE;
 	void *hdr = NULL;
 	int fd, rc;
 
 	x->fd = x->dfd = -1;
+	/* As a data record's: a path longer than a record keeps is left out. */
+	if (plen > STORE_PATH_MAX)
+		plen = 0;
+	hlen = store_hdr_len(0, plen);
 	/*
 	 * The bytes' file first: one left without its header file (a crash
 	 * in between) is an extent file no index points at, which the next

@@ -610,14 +610,21 @@ int store_append_iov(struct store *st, uint64_t ino, const char *path,
 		     uint32_t *crcs, struct kv_extent *ext)
 {
 	struct iovec pre[STORE_NAMES_MAX];
+	size_t path_len = strlen(path);
 	uint64_t pre_bytes;
 	unsigned npre;
 
-	if (strlen(path) > STORE_PATH_MAX)
-		return -ENAMETOOLONG;
+	if (path_len > STORE_PATH_MAX) {
+		/* Only a rebuild reads the path; the bytes are what count. */
+		log_warn("inode %llu: its path (%zu bytes) is longer than a "
+			 "record keeps (%u): saved without it; a rebuilt index "
+			 "restores it under /lost+found",
+			 (unsigned long long)ino, path_len, STORE_PATH_MAX);
+		path_len = 0;
+	}
 	npre = store_take_names(st, pre, &pre_bytes);
-	return store_append_rec(st, STORE_REC_DATA, ino, path, strlen(path),
-				iov, len ? iovcnt : 0, len, crcs, pre, npre,
+	return store_append_rec(st, STORE_REC_DATA, ino, path, path_len, iov,
+				len ? iovcnt : 0, len, crcs, pre, npre,
 				pre_bytes, ext);
 }
 

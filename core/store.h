@@ -67,9 +67,10 @@ void store_close(struct store *st);
  * kv_align_up(len) bytes, the tail past len zeroed by the caller. crcs
  * receives kv_nchunks(len) values. On success *ext says where the record is;
  * the caller then commits it to the index and calls store_append_done().
- * Errors: -ENOSPC (also when the append would eat into the reserve),
- * -EIO, ... from the data file; nothing is left half visible (a failed
- * append's space is punched out).
+ * A path longer than STORE_PATH_MAX is not kept: the record's path field
+ * is empty (logged). Errors: -ENOSPC (also when the append would eat into
+ * the reserve), -EIO, ... from the data file; nothing is left half visible
+ * (a failed append's space is punched out).
  */
 int store_append(struct store *st, uint64_t ino, const char *path,
 		 const void *buf, uint64_t len, uint32_t *crcs,

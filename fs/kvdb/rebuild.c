@@ -248,6 +248,29 @@ static int rebuild_add_name(struct rebuild *b, const struct kvdb_rec *data,
 }
 
 /*
+ * Adds /lost+found/INO for the file that data restores, whose newest
+ * record keeps no path (it was longer than a record holds, kvfs(5)).
+ */
+static int rebuild_add_lost(struct rebuild *b, const struct kvdb_rec *data,
+			    uint64_t seq)
+{
+	char *path;
+	int rc;
+
+	if (asprintf(&path, "/lost+found/%llu", (unsigned long long)data->ino) <
+	    0)
+		return -ENOMEM;
+	b->r->lost_found++;
+	rc = rebuild_note(b->r, path,
+			  "restored under lost+found: its path was longer "
+			  "than its record keeps");
+	if (rc == 0)
+		rc = rebuild_add_name(b, data, NULL, path, seq);
+	free(path);
+	return rc;
+}
+
+/*
  * Adds every name in the len bytes at names (NUL-separated, record.h) for
  * the file that data or node restores.
  */
@@ -311,6 +334,8 @@ static int rebuild_pick(struct rebuild *b, struct kvdb_rec **byino, size_t i,
 	b->r->superseded += ndata - 1;
 	if (!name->path)
 		return rebuild_add_name(b, data, NULL, "", name->seq);
+	if (name->type != STORE_REC_NAME && !*name->path)
+		return rebuild_add_lost(b, data, name->seq);
 	return rebuild_add_names(b, data, NULL, name->path,
 				 name->type == STORE_REC_NAME
 					 ? name->path_len

@@ -606,14 +606,24 @@ static void test_append_name(void **state)
 	size += 3 * KV_ALIGN;
 	assert_int_equal(ts_file_size(t, 1), size);
 
-	/* Longer than STORE_PATH_MAX: refused, nothing written. */
+	/*
+	 * Longer than STORE_PATH_MAX: a name record is refused, nothing
+	 * written; a data record is kept, with an empty path.
+	 */
 	lp[STORE_PATH_MAX] = 'n';
 	lp[STORE_PATH_MAX + 1] = '\0';
 	assert_int_equal(store_append_name(t->st, 79, lp), -ENAMETOOLONG);
-	assert_int_equal(
-		store_append(t->st, 79, lp, r.buf, r.len, r.crcs, &r.ext),
-		-ENAMETOOLONG);
 	assert_int_equal(ts_file_size(t, 1), size);
+	assert_int_equal(
+		store_append(t->st, 79, lp, r.buf, r.len, r.crcs, &r.ext), 0);
+	store_append_done(t->st, r.ext.file_id);
+	hb = ts_read_hdr(t, 1, size, &h);
+	assert_int_equal(h.type, STORE_REC_DATA);
+	assert_int_equal(h.ino, 79);
+	assert_int_equal(h.len, r.len);
+	assert_int_equal(h.path_len, 0);
+	ts_free(hb);
+	ts_check_read(t->st, &r, 0, (size_t)r.len);
 	ts_free(lp);
 	ts_rec_free(&r);
 }
