@@ -362,7 +362,6 @@ void store_close(struct store *st)
 	free(st);
 }
 
-/* Writes all of iov at off, looping over short writes and retrying EINTR. */
 /* Consumes the first n bytes of the iovecs *iov, *cnt of them. */
 static void store_iov_advance(struct iovec **iov, int *cnt, size_t n)
 {
@@ -377,6 +376,7 @@ static void store_iov_advance(struct iovec **iov, int *cnt, size_t n)
 	}
 }
 
+/* Writes all of iov at off, looping over short writes and retrying EINTR. */
 static int store_write_all(struct store *st, int fd, struct iovec *iov,
 			   int iovcnt, uint64_t off)
 {
@@ -769,7 +769,10 @@ static void *store_rbuf_get(size_t len)
 	return rb->buf;
 }
 
-/* Reads len bytes at off; -ENODATA when the file ends before them. */
+/*
+ * Reads the bytes of the iovecs at off, looping over short reads;
+ * -ENODATA when the file ends before them.
+ */
 static int store_read_all(struct store *st, int fd, struct iovec *iov,
 			  int iovcnt, uint64_t off)
 {
