@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Paths of any depth: files whose path from the mount's root is longer than
 # PATH_MAX (4,518 bytes here) and than the 4096 bytes a record keeps
-# (kvfs(5)) are made, truncated, written, rewritten, renamed and unlinked
-# as on the plain directory (deep_walk.py make, both option sets, the
+# (kvfs(5)) are made, truncated, written, rewritten, renamed and unlinked,
+# a 5 MiB one an extent file (record_max=4M), as on the plain directory (deep_walk.py make, both option sets, the
 # transcripts compared). Then on kvfs alone: after kvfsctl sync, and again
 # after a remount, every file at the bottom has the plain directory's size
 # and bytes (deep_walk.py check), each save of a deep file is logged as
@@ -27,10 +27,12 @@ FAILED='^(store|creat|truncate|ftruncate|write|rewrite|rename|unlink) .* E[A-Z]+
 t_expect_none "$T_TMP/make.ref" "$FAILED" "deep files on the plain directory"
 t_run "$T_TMP/check.ref" "$T_TMP/check.err" python3 "$WALK" check "$PLAIN"
 
-for T_OPTS in "${T_OPTSETS[@]}"; do
+for opts in "${T_OPTSETS[@]}"; do
+	# record_max=4M: big.bin is an extent file.
+	T_OPTS="$opts -o record_max=4M"
 	t_target
 	t_run "$T_TMP/make.got" "$T_TMP/make.err" python3 "$WALK" make "$T_MNT"
-	t_compare "deep files${T_OPTS:+ ($T_OPTS)}" "$T_TMP/make.ref" \
+	t_compare "deep files ($T_OPTS)" "$T_TMP/make.ref" \
 		"$T_TMP/make.got"
 	[ "$T_MODE" = mount ] || continue
 	"$KVFSCTL" sync "$T_MNT" || t_fail "kvfsctl sync"
@@ -44,6 +46,8 @@ for T_OPTS in "${T_OPTSETS[@]}"; do
 	}
 	# blk.bin, blk2.bin (twice: stored, then rewritten) and g, at least.
 	n=$(grep -c "saved without it" "$log")
+	[ "$(find "$T_DATA/extents" -name '*.kvx' | wc -l)" -ge 1 ] ||
+		t_fail "big.bin is not an extent file"
 	[ "$n" -ge 3 ] || {
 		t_show "$log"
 		t_fail "$n saves of deep files logged as kept without their path"
@@ -72,7 +76,7 @@ if [ "$T_MODE" = mount ]; then
 		cat "$T_TMP/fsck.out" >&2
 		t_fail "fsck of the rebuilt index"
 	}
-	t_mount "$T_DATA" "$T_MNT"
+	t_mount "$T_DATA" "$T_MNT" -o record_max=4M
 	sed 's/^[^ ]* //' "$T_TMP/check.ref" | sort >"$T_TMP/found.ref"
 	for f in "$T_MNT"/lost+found/*; do
 		[ -f "$f" ] || t_fail "nothing in lost+found after the rebuild"

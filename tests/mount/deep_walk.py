@@ -7,7 +7,9 @@
                            bytes) and, at the bottom, works on files there
                            with relative names only, as pjdfstest's
                            truncate/03.t does: an engine's store (O_EXCL
-                           temp file, one write, close, rename), truncate
+                           temp file, one write, close, rename; one of
+                           5 MiB, an extent file past record_max=4M),
+                           truncate
                            and ftruncate, a write, an O_TRUNC rewrite, a
                            rename and an unlink; prints one line a step
   deep_walk.py check ROOT  prints each file at the bottom: name, size, MD5
@@ -34,7 +36,8 @@ def step(what, fn):
 
 
 def block(n, seed):
-    return bytes((seed + i * 7) % 251 for i in range(n))
+    run = bytes((seed + i * 7) % 251 for i in range(251))
+    return (run * (n // 251 + 1))[:n]
 
 
 def store(name, data):
@@ -81,6 +84,7 @@ def make(root):
     down(root, True)
     print("depth", DEPTH, "path bytes", DEPTH * (len(NAME) + 1))
     step("store blk.bin", lambda: store("blk.bin", block(300000, 1)))
+    step("store big.bin", lambda: store("big.bin", block(5 << 20, 5)))
     step("creat f", lambda: os.close(os.open("f", os.O_CREAT | os.O_WRONLY,
                                              0o644)))
     step("truncate f 123", lambda: os.truncate("f", 123))
