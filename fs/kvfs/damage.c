@@ -211,6 +211,8 @@ int fs_fault_read(struct fs *fs, uint64_t ino)
  *   an extent file fails with it (0 stops).
  * - "user.kvfs.fault.backing_error" = ERRNO on any inode: registering a
  *   backing file for passthrough fails with it, as a kernel's refusal.
+ * - "user.kvfs.fault.ra_error" = ERRNO on any inode: each read-ahead
+ *   fails with it before reading (0 stops).
  * - "user.kvfs.fault.idx_hold" = 1 on any inode: the index's batch is
  *   committed only by fsync(2), kvfsctl sync, an eviction, an unlink,
  *   rmdir or replacing rename, and unmount (0 ends it), so that a crash
@@ -245,6 +247,8 @@ int fs_fault_setxattr(struct fs *fs, uint64_t ino, const char *name,
 		atomic_store(&fs->fault_ext_error, (int)v);
 	} else if (strcmp(name, "user.kvfs.fault.backing_error") == 0) {
 		atomic_store(&fs->fault_backing_error, (int)v);
+	} else if (strcmp(name, "user.kvfs.fault.ra_error") == 0) {
+		atomic_store(&fs->fault_ra_error, (int)v);
 	} else if (strcmp(name, "user.kvfs.fault.idx_hold") == 0) {
 		idx_hold(fs->idx, v != 0);
 	} else if (strcmp(name, "user.kvfs.fault.read") == 0) {

@@ -341,6 +341,7 @@ struct fs {
 	atomic_uint fault_ext_delay_ms;
 	atomic_int fault_ext_error; /* queued extent writes fail with -this */
 	atomic_int fault_backing_error; /* passthrough refused with -this */
+	atomic_int fault_ra_error;	/* read-aheads fail with -this */
 #endif
 };
 

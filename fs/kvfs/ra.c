@@ -144,6 +144,13 @@ static int ra_read(struct fs *fs, struct ra_entry *e)
 	size_t got;
 	int rc;
 
+#ifdef KVFS_FAULT_INJECTION
+	/* The injected read-ahead error (damage.c), as the CRCs' or the
+	 * bytes' read failing. */
+	rc = -atomic_load(&fs->fault_ra_error);
+	if (rc < 0)
+		return rc;
+#endif
 	rc = idx_get_crcs(fs->idx, e->ino, &e->crcs, &e->ncrcs);
 	if (rc < 0)
 		return rc;

@@ -36,6 +36,11 @@
 #      read-aheads (64 going unused is what it takes to stop), the rest
 #      are counted skipped; a load then earns a read-ahead back, and the
 #      next lookup is read ahead again;
+#   j. (fault injection) a read-ahead failing with ENOMEM (the injected
+#      read-ahead error) is counted failed and costs the block
+#      nothing: no quarantine or drop, access(2) still OK, its load
+#      byte-exact once the fault is gone; failing with EIO, the read-ahead
+#      alone quarantines it;
 #   f. -o prefetch=0: lookups start no read-ahead, reads are byte-exact;
 #   g. the option: 256M by default, K/M/G suffixes, a bad value refused.
 # Every metrics snapshot checks kvfs_readahead_bytes and
@@ -568,6 +573,51 @@ case_c() {
 		"+$((ST[readahead_failed_total] - f0))"
 }
 
+# --- j: a read-ahead that fails for want of memory (fault injection) ----------
+
+# The injected read-ahead error (user.kvfs.fault.ra_error, on any inode)
+# is set, then the block is made cold and looked up.
+case_j() {
+	local rel=/j/victim.bin q0 d0 f0
+	CASE=j
+	victim j
+	expect_ok "$LP" setxattr "$MNT" user.kvfs.fault.ra_error 12
+	stats
+	q0=${ST[quarantined_total]}
+	d0=${ST[dropped_total]}
+	f0=${ST[readahead_failed_total]}
+	acc_want "$MNT$rel" OK
+	poll "ST[readahead_failed_total] > f0 && ST[readahead_pending] == 0" ||
+		t_error "j: kvfs_readahead_failed_total still" \
+			"${ST[readahead_failed_total]} 10 s after the lookup"
+	# ENOMEM says nothing about the block: it stays a hit.
+	expect "kvfs_quarantined_total after ENOMEM" \
+		"${ST[quarantined_total]}" -eq "$q0"
+	expect "kvfs_dropped_total after ENOMEM" "${ST[dropped_total]}" -eq \
+		"$d0"
+	acc_want "$MNT$rel" OK
+	expect_ok "$LP" setxattr "$MNT" user.kvfs.fault.ra_error 0
+	rd_direct "j: a block whose read-ahead failed with ENOMEM" \
+		"$MNT$rel" "$SRC/j"
+	t_log "j: failed read-aheads +$((ST[readahead_failed_total] - f0))," \
+		"the block kept and read back"
+	# An I/O error is a failed read: the block is quarantined.
+	expect_ok "$LP" setxattr "$MNT" user.kvfs.fault.ra_error 5
+	cold
+	first_access "$rel" quarantined_total \
+		"a block whose read-ahead failed with EIO"
+	expect "kvfs_quarantined_total after EIO" "${ST[quarantined_total]}" \
+		-eq $((q0 + 1))
+	expect_ok "$LP" setxattr "$MNT" user.kvfs.fault.ra_error 0
+}
+
+# expect_ok CMD...: a lookup_probe call that must print "...: OK".
+expect_ok() {
+	local out
+	out=$(timeout -k 5 60 "$@" 2>&1)
+	[ "${out##*: }" = OK ] || t_error "$CASE: $*: $out"
+}
+
 # --- e: the budget ------------------------------------------------------------
 
 case_e() {
@@ -778,6 +828,7 @@ t_umount "$MNT"
 mount_fresh dc
 case_d
 case_c
+[ "${KVFS_FAULT_INJECTION:-0}" = 1 ] && case_j
 t_umount "$MNT"
 
 mount_fresh e -o prefetch=8M
