@@ -599,8 +599,8 @@ case_j() {
 	expect_ok "$LP" setxattr "$MNT" user.kvfs.fault.ra_error 0
 	rd_direct "j: a block whose read-ahead failed with ENOMEM" \
 		"$MNT$rel" "$SRC/j"
-	t_log "j: failed read-aheads +$((ST[readahead_failed_total] - f0))," \
-		"the block kept and read back"
+	t_log "j: failed read-aheads +$((ST[readahead_failed_total] - f0))" \
+		"after ENOMEM"
 	# An I/O error is a failed read: the block is quarantined.
 	expect_ok "$LP" setxattr "$MNT" user.kvfs.fault.ra_error 5
 	cold
