@@ -21,7 +21,9 @@
 /*
  * Lookups that are followed by loads earn read-aheads; a burst of lookups
  * alone (a listing tool, an engine probing what it will not load) spends
- * them: each read-ahead evicted unread costs one, each one a READ took
+ * them: each read-ahead evicted unread or dropped unread (its block
+ * unlinked, rewritten, quarantined: an engine evicting looks its blocks up
+ * to unlink them) costs one, each one a READ took
  * earns two, each READ that found none queued or found it unread earns
  * one. With none left, lookups queue no read-ahead until loads come.
  */
@@ -504,6 +506,8 @@ void ra_drop(struct fs *fs, const struct kv_extent *ext)
 	pthread_mutex_lock(&ra->lock);
 	e = ra_find(ra, ext);
 	if (e) {
+		/* Looked up, then unlinked or rewritten: no load came. */
+		ra->credit--;
 		ra_unlink(ra, e);
 		if (e->state == RA_READING) {
 			e->dropped = 1; /* its thread frees it */

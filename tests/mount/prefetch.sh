@@ -36,6 +36,9 @@
 #      read-aheads (64 going unused is what it takes to stop), the rest
 #      are counted skipped; a load then earns a read-ahead back, and the
 #      next lookup is read ahead again;
+#   k. lookups that an unlink follows (an engine evicting by path) spend
+#      the same credit: 100 blocks each looked up and unlinked at once
+#      start at most 4 + 64 read-aheads, the rest are counted skipped;
 #   j. (fault injection) a read-ahead failing with ENOMEM (the injected
 #      read-ahead error) is counted failed and costs the block
 #      nothing: no quarantine or drop, access(2) still OK, its load
@@ -737,6 +740,35 @@ case_f() {
 
 # --- g: the option ------------------------------------------------------------
 
+# k: lookups that an unlink follows (an engine evicting by path): with the
+# default budget (nothing is evicted for room), 100 blocks of 4 KiB each
+# unlinked right after its lookup start at most 4 + 64 read-aheads, as
+# lookups alone would (i); the rest are counted skipped.
+case_k() {
+	local d=$MNT/k n=100 i s0 k0
+	CASE=k
+	mkdir -p "$d" || t_fail "k: mkdir $d"
+	for i in $(seq $n); do
+		block "k$i" $((4 * KiB))
+		put "$SRC/k$i" "$d/k$i.bin"
+	done
+	cold
+	stats
+	s0=${ST[readahead_started_total]}
+	k0=${ST[readahead_skipped_total]}
+	for i in $(seq $n); do
+		timeout -k 5 60 rm "$d/k$i.bin" || t_fail "k: rm k$i.bin"
+	done
+	poll "ST[readahead_pending] == 0" ||
+		t_fail "k: read-aheads still pending 10 s after the unlinks"
+	expect "read-aheads started by $n lookups then unlinks" \
+		$((ST[readahead_started_total] - s0)) -le $((4 + 64))
+	expect "lookups skipped" $((ST[readahead_skipped_total] - k0)) -gt 0
+	t_log "k: $n lookups then unlinks: started" \
+		"+$((ST[readahead_started_total] - s0)), skipped" \
+		"+$((ST[readahead_skipped_total] - k0))"
+}
+
 # budget_is WANT OPTS...: mounted with OPTS, the budget reads WANT.
 case_i() {
 	local d=$MNT/i n=120 i s0 k0
@@ -837,6 +869,10 @@ t_umount "$MNT"
 
 mount_fresh i -o prefetch=4M
 case_i
+t_umount "$MNT"
+
+mount_fresh k
+case_k
 t_umount "$MNT"
 
 mount_fresh f -o prefetch=0
