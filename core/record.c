@@ -141,16 +141,23 @@ void store_chunk_crcs(const void *buf, uint64_t len, uint32_t *crcs)
 }
 
 void store_chunk_crcs_iov(const struct iovec *iov, int iovcnt, uint64_t len,
-			  uint32_t *crcs)
+			  uint32_t *crcs, uint32_t from)
 {
-	uint32_t n = kv_nchunks(len), c = 0;
-	uint64_t in_chunk = 0;
+	uint32_t n = kv_nchunks(len), c = from;
+	uint64_t skip = (uint64_t)from * KV_CHUNK_SIZE, in_chunk = 0;
 	uint32_t crc = 0;
 
 	for (int i = 0; i < iovcnt && c < n; i++) {
 		const unsigned char *p = iov[i].iov_base;
 		uint64_t left = iov[i].iov_len;
 
+		if (skip >= left) {
+			skip -= left;
+			continue;
+		}
+		p += skip;
+		left -= skip;
+		skip = 0;
 		while (left > 0 && c < n) {
 			uint64_t clen = len - (uint64_t)c * KV_CHUNK_SIZE;
 			uint64_t take;

@@ -103,9 +103,13 @@ int store_hdr_decode(const void *hdr, size_t avail, struct store_hdr *out);
 
 /* CRC32C of each KV_CHUNK_SIZE chunk of buf (kv_nchunks(len) values). */
 void store_chunk_crcs(const void *buf, uint64_t len, uint32_t *crcs);
-/* The same over the first len bytes held by iov[0..iovcnt). */
+/*
+ * The same over the first len bytes held by iov[0..iovcnt), but for the
+ * first from chunks: their CRCs are in crcs already (taken as the bytes
+ * came in) and are neither read nor changed.
+ */
 void store_chunk_crcs_iov(const struct iovec *iov, int iovcnt, uint64_t len,
-			  uint32_t *crcs);
+			  uint32_t *crcs, uint32_t from);
 
 /* The n-th chunk CRC of a decoded header. */
 uint32_t store_hdr_crc(const struct store_hdr *h, uint32_t n);

@@ -522,8 +522,8 @@ uint64_t store_names_bytes(struct store *st)
 
 /*
  * Appends npre whole records (pre: name records kept back, pre_bytes in
- * all, freed here) and then a record of type with len bytes of data, in
- * one write; with type 0 only the pre records.
+ * all, freed here) and then a record of type with len bytes of data and
+ * their chunk CRCs (crcs), in one write; with type 0 only the pre records.
  */
 static int store_append_rec(struct store *st, uint32_t type, uint64_t ino,
 			    const char *path, size_t path_len,
@@ -549,8 +549,6 @@ static int store_append_rec(struct store *st, uint32_t type, uint64_t ino,
 		rc = -ENOMEM;
 		goto out_free;
 	}
-	if (len)
-		store_chunk_crcs_iov(data, ndata, len, crcs);
 	if (type)
 		store_hdr_encode(hdr, type, atomic_fetch_add(&st->seq, 1), ino,
 				 len, crcs, path, path_len);
@@ -607,7 +605,7 @@ out_free:
 
 int store_append_iov(struct store *st, uint64_t ino, const char *path,
 		     const struct iovec *iov, int iovcnt, uint64_t len,
-		     uint32_t *crcs, struct kv_extent *ext)
+		     uint32_t *crcs, uint32_t known, struct kv_extent *ext)
 {
 	struct iovec pre[STORE_NAMES_MAX];
 	size_t path_len = strlen(path);
@@ -622,6 +620,8 @@ int store_append_iov(struct store *st, uint64_t ino, const char *path,
 			 (unsigned long long)ino, path_len, STORE_PATH_MAX);
 		path_len = 0;
 	}
+	if (len)
+		store_chunk_crcs_iov(iov, iovcnt, len, crcs, known);
 	npre = store_take_names(st, pre, &pre_bytes);
 	return store_append_rec(st, STORE_REC_DATA, ino, path, path_len, iov,
 				len ? iovcnt : 0, len, crcs, pre, npre,
@@ -635,7 +635,7 @@ int store_append(struct store *st, uint64_t ino, const char *path,
 	struct iovec iov = {.iov_base = (void *)buf,
 			    .iov_len = kv_align_up(len)};
 
-	return store_append_iov(st, ino, path, &iov, 1, len, crcs, ext);
+	return store_append_iov(st, ino, path, &iov, 1, len, crcs, 0, ext);
 }
 
 int store_flush_names(struct store *st)

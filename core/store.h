@@ -78,11 +78,13 @@ int store_append(struct store *st, uint64_t ino, const char *path,
 /*
  * store_append() with the payload in iovcnt pieces: each piece's base and
  * length KV_ALIGN-aligned, together kv_align_up(len) bytes, the tail past
- * len zeroed by the caller.
+ * len zeroed by the caller. The first known chunks' CRCs are in crcs
+ * already (the caller took them as the bytes came in, store_chunk_crcs
+ * of record.h); the rest are computed here.
  */
 int store_append_iov(struct store *st, uint64_t ino, const char *path,
 		     const struct iovec *iov, int iovcnt, uint64_t len,
-		     uint32_t *crcs, struct kv_extent *ext);
+		     uint32_t *crcs, uint32_t known, struct kv_extent *ext);
 /*
  * Appends a name record: ino is now called path (with batch_names, later:
  * see store_config; the record's sequence number is taken now).

@@ -295,6 +295,10 @@ int ctlproto_response_parse(const char *text, struct ctlproto_json *out);
 	  "GETXATTRs (one per write of a handle without direct_io).")          \
 	X(FUSE_REQUESTS, "fuse_requests_total", counter,                       \
 	  "FUSE requests received, of every kind (not INIT or INTERRUPT).")    \
+	X(WRITE_SWAPPED_BYTES, "write_swapped_bytes_total", counter,           \
+	  "WRITE bytes that became file buffer with no copy (a swap).")        \
+	X(WRITE_COPIED_BYTES, "write_copied_bytes_total", counter,             \
+	  "WRITE bytes copied into file buffers.")                             \
 	X(RA_STARTED, "readahead_started_total", counter,                      \
 	  "Read-aheads queued by lookup hits (-o prefetch).")                  \
 	X(RA_USED, "readahead_used_total", counter,                            \

@@ -140,10 +140,27 @@ static void fs_ctl_share_stats(struct fs *fs, struct tbuf *t)
 	ctlproto_metric_put(t, CTLPROTO_M_RADOS_CAPACITY_BYTES, s.capacity);
 }
 
+/* The read-ahead cache's metrics (ra.h). */
+static void fs_ctl_ra_stats(struct fs *fs, struct tbuf *t)
+{
+	struct ra_stats rs;
+
+	ra_get_stats(fs, &rs);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_STARTED, rs.started);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_USED, rs.used);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_WASTED, rs.wasted);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_FAILED, rs.failed);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_SKIPPED, rs.skipped);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_READ_BYTES, rs.read_bytes);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_BYTES, rs.bytes);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_PEAK_BYTES, rs.peak_bytes);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_PENDING, rs.pending);
+	ctlproto_metric_put(t, CTLPROTO_M_RA_BUDGET, fs->cfg.prefetch);
+}
+
 static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 {
 	struct idx_txn_stats xs;
-	struct ra_stats rs;
 	struct store_stats ss;
 	struct wb_stats ws;
 	struct vc_stats vs;
@@ -228,17 +245,11 @@ static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 			    atomic_load(&fs->getxattrs));
 	ctlproto_metric_put(t, CTLPROTO_M_FUSE_REQUESTS,
 			    atomic_load(&fs->fuse_requests));
-	ra_get_stats(fs, &rs);
-	ctlproto_metric_put(t, CTLPROTO_M_RA_STARTED, rs.started);
-	ctlproto_metric_put(t, CTLPROTO_M_RA_USED, rs.used);
-	ctlproto_metric_put(t, CTLPROTO_M_RA_WASTED, rs.wasted);
-	ctlproto_metric_put(t, CTLPROTO_M_RA_FAILED, rs.failed);
-	ctlproto_metric_put(t, CTLPROTO_M_RA_SKIPPED, rs.skipped);
-	ctlproto_metric_put(t, CTLPROTO_M_RA_READ_BYTES, rs.read_bytes);
-	ctlproto_metric_put(t, CTLPROTO_M_RA_BYTES, rs.bytes);
-	ctlproto_metric_put(t, CTLPROTO_M_RA_PEAK_BYTES, rs.peak_bytes);
-	ctlproto_metric_put(t, CTLPROTO_M_RA_PENDING, rs.pending);
-	ctlproto_metric_put(t, CTLPROTO_M_RA_BUDGET, fs->cfg.prefetch);
+	ctlproto_metric_put(t, CTLPROTO_M_WRITE_SWAPPED_BYTES,
+			    atomic_load(&fs->write_swapped));
+	ctlproto_metric_put(t, CTLPROTO_M_WRITE_COPIED_BYTES,
+			    atomic_load(&fs->write_copied));
+	fs_ctl_ra_stats(fs, t);
 	fs_ctl_share_stats(fs, t);
 }
 

@@ -11,8 +11,24 @@
 #include <string.h>
 
 #include "clock.h"
+#include "crc32c.h"
 #include "filebuf.h"
 #include "fs.h"
+
+char *node_seg_new(void)
+{
+	void *p;
+
+	if (posix_memalign(&p, KV_ALIGN, NODE_SEG + 2 * NODE_SEG_ROOM) != 0)
+		return NULL;
+	return (char *)p + NODE_SEG_ROOM;
+}
+
+void node_seg_free(char *seg)
+{
+	if (seg)
+		free(seg - NODE_SEG_ROOM);
+}
 
 /*
  * A segment for a node's buffer, counted against the dirty limit. It never
@@ -22,7 +38,6 @@
 static char *node_seg_pop(struct fs *fs, uint64_t charge)
 {
 	char *seg = NULL;
-	void *p;
 
 	pthread_mutex_lock(&fs->dirty_lock);
 	if (fs->nseg_pool > 0)
@@ -31,8 +46,9 @@ static char *node_seg_pop(struct fs *fs, uint64_t charge)
 	pthread_mutex_unlock(&fs->dirty_lock);
 	if (seg)
 		return seg;
-	if (posix_memalign(&p, KV_ALIGN, NODE_SEG) == 0)
-		return p;
+	seg = node_seg_new();
+	if (seg)
+		return seg;
 	pthread_mutex_lock(&fs->dirty_lock);
 	fs->dirty_bytes -= charge;
 	pthread_cond_broadcast(&fs->dirty_cond);
@@ -59,7 +75,7 @@ void node_seg_raw_put(struct fs *fs, char *seg)
 		seg = NULL;
 	}
 	pthread_mutex_unlock(&fs->dirty_lock);
-	free(seg);
+	node_seg_free(seg);
 }
 
 /* Slices in which a budget wait looks for an interrupt. */
@@ -158,10 +174,77 @@ int node_reserve(struct fs *fs, struct node *n, uint64_t size)
 	return 0;
 }
 
+/* The chunks from the one holding off on no longer have a CRC taken. */
+static void node_crcs_forget(struct node *n, uint64_t off)
+{
+	uint64_t front = (uint64_t)n->seg_ncrcs * KV_CHUNK_SIZE;
+
+	if (off >= front + n->seg_part_len)
+		return;
+	if (off < front)
+		n->seg_ncrcs = (uint32_t)(off / KV_CHUNK_SIZE);
+	n->seg_part_crc = 0;
+	n->seg_part_len = 0;
+}
+
+/*
+ * Takes the CRCs of len bytes at src, just written at off, when they
+ * continue the bytes summed so far (the engine's one write of a block, or
+ * writes in order); any other write only forgets (node_crcs_forget).
+ */
+static void node_crcs_take(struct node *n, uint64_t off, const char *src,
+			   size_t len)
+{
+	uint64_t front = (uint64_t)n->seg_ncrcs * KV_CHUNK_SIZE;
+	uint32_t cap = (uint32_t)(n->nsegs * (NODE_SEG / KV_CHUNK_SIZE));
+
+	if (off != front + n->seg_part_len)
+		return;
+	if (n->seg_crcs_cap < cap) {
+		uint32_t *v = realloc(n->seg_crcs, cap * sizeof(*v));
+
+		if (!v)
+			return; /* the save computes them */
+		n->seg_crcs = v;
+		n->seg_crcs_cap = cap;
+	}
+	while (len > 0) {
+		size_t take = KV_CHUNK_SIZE - n->seg_part_len;
+
+		if (take > len)
+			take = len;
+		n->seg_part_crc = crc32c(n->seg_part_crc, src, take);
+		n->seg_part_len += (uint32_t)take;
+		src += take;
+		len -= take;
+		if (n->seg_part_len == KV_CHUNK_SIZE) {
+			n->seg_crcs[n->seg_ncrcs++] = n->seg_part_crc;
+			n->seg_part_crc = 0;
+			n->seg_part_len = 0;
+		}
+	}
+}
+
+void node_wrote(struct node *n, uint64_t off, const void *buf, size_t len)
+{
+	node_crcs_forget(n, off);
+	node_crcs_take(n, off, buf, len);
+}
+
+char **node_seg_whole(struct node *n, uint64_t off, size_t len)
+{
+	if (off % NODE_SEG != 0 || len > NODE_SEG ||
+	    (len < NODE_SEG && off + len < n->attr.size) ||
+	    off / NODE_SEG >= n->nsegs)
+		return NULL;
+	return &n->segs[off / NODE_SEG];
+}
+
 void node_copy_in(struct node *n, uint64_t off, const void *buf, size_t len)
 {
 	const char *p = buf;
 
+	node_wrote(n, off, buf, len);
 	while (len > 0) {
 		size_t in = (size_t)(off % NODE_SEG);
 		size_t take = NODE_SEG - in < len ? NODE_SEG - in : len;
@@ -175,6 +258,7 @@ void node_copy_in(struct node *n, uint64_t off, const void *buf, size_t len)
 
 void node_zero(struct node *n, uint64_t off, uint64_t len)
 {
+	node_crcs_forget(n, off);
 	while (len > 0) {
 		size_t in = (size_t)(off % NODE_SEG);
 		size_t take = NODE_SEG - in < len ? NODE_SEG - in : (size_t)len;
@@ -183,6 +267,19 @@ void node_zero(struct node *n, uint64_t off, uint64_t len)
 		off += take;
 		len -= take;
 	}
+}
+
+uint32_t node_crcs_known(const uint32_t *have, uint32_t nhave, uint64_t size,
+			 uint32_t *crcs)
+{
+	uint32_t n = (uint32_t)(size / KV_CHUNK_SIZE);
+
+	if (!have)
+		return 0;
+	if (n > nhave)
+		n = nhave;
+	memcpy(crcs, have, n * sizeof(*crcs));
+	return n;
 }
 
 int node_segs_iov(char *const *segs, uint64_t off, uint64_t len,
@@ -222,6 +319,7 @@ int node_fill(struct fs *fs, struct node *n)
 	rc = node_reserve(fs, n, size);
 	if (rc < 0)
 		goto out_discard;
+	node_crcs_forget(n, 0);
 	if (n->wb) {
 		/* Queued for saving: the queue's copy is the file. */
 		for (size_t i = 0; i < n->nsegs && i < n->wb->nsegs; i++)
@@ -269,7 +367,7 @@ void node_segs_release(struct fs *fs, char **segs, size_t nsegs)
 		if (fs->nseg_pool < NODE_SEG_POOL)
 			fs->seg_pool[fs->nseg_pool++] = segs[i];
 		else
-			free(segs[i]);
+			node_seg_free(segs[i]);
 	}
 	fs->dirty_bytes -= nsegs * NODE_SEG;
 	if (nsegs)
@@ -286,6 +384,7 @@ void node_adopt(struct fs *fs, struct node *n, char **segs, size_t nsegs)
 	n->segs = segs;
 	n->nsegs = nsegs;
 	n->cached = 1;
+	node_crcs_forget(n, 0);
 }
 
 void node_discard(struct fs *fs, struct node *n)
@@ -294,6 +393,7 @@ void node_discard(struct fs *fs, struct node *n)
 	free(n->segs);
 	n->segs = NULL;
 	n->nsegs = 0;
+	node_crcs_forget(n, 0);
 	n->dirty = 0;
 	n->cached = 0;
 }

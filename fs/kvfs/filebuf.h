@@ -12,9 +12,23 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "kvtypes.h"
+
 struct fs;
 struct node;
 
+/*
+ * Room that belongs to every segment before its first byte and after its
+ * last: the session loop reads a request's header into the room before
+ * (rx.h), so that a WRITE's bytes land at the segment's start.
+ */
+#define NODE_SEG_ROOM KV_ALIGN
+/*
+ * A segment's memory (NODE_SEG bytes, KV_ALIGN-aligned, with its room),
+ * counted nowhere, or NULL; freed only with node_seg_free() (NULL: none).
+ */
+char *node_seg_new(void);
+void node_seg_free(char *seg);
 /*
  * Loads n's saved bytes into its buffer, checking every chunk's CRC, and
  * marks them cached. On failure (store_read's errors) nothing is kept.
@@ -32,10 +46,30 @@ int node_reserve(struct fs *fs, struct node *n, uint64_t size);
  * handed to a node. 0 or -ENOMEM.
  */
 int node_segs_alloc(struct fs *fs, uint64_t size, char ***segs, size_t *nsegs);
-/* Copies len bytes into n's buffer at off (reserved). n->rw exclusive. */
+/*
+ * Copies len bytes into n's buffer at off (reserved), taking the CRCs of
+ * the whole chunks it completes in order (n->seg_crcs). n->rw exclusive.
+ */
 void node_copy_in(struct node *n, uint64_t off, const void *buf, size_t len);
+/*
+ * The segment of n's buffer that a write of len bytes at off replaces
+ * whole (it starts the segment and runs to the segment's end or past the
+ * file's), or NULL: that segment may be swapped for one that holds those
+ * bytes at its start (rx_swap of rx.h), and node_wrote() called instead of
+ * node_copy_in(). n->rw exclusive, the range reserved.
+ */
+char **node_seg_whole(struct node *n, uint64_t off, size_t len);
+/* node_copy_in()'s CRC bookkeeping, for bytes put in place by a swap. */
+void node_wrote(struct node *n, uint64_t off, const void *buf, size_t len);
 /* Zeroes [off, off + len) of n's buffer (reserved). n->rw exclusive. */
 void node_zero(struct node *n, uint64_t off, uint64_t len);
+/*
+ * Copies into crcs the CRCs taken (have: nhave of them, or NULL) of the
+ * chunks that are whole in a file of size bytes; returns their count, for
+ * store_append_iov()'s known.
+ */
+uint32_t node_crcs_known(const uint32_t *have, uint32_t nhave, uint64_t size,
+			 uint32_t *crcs);
 /*
  * Points iov at [off, off + len) of n's buffer; returns the count used
  * (at most len / NODE_SEG + 2). n->rw held.

@@ -24,6 +24,7 @@
 #include "node.h"
 #include "notify.h"
 #include "ra.h"
+#include "rx.h"
 #include "wb.h"
 
 int fs_req_stop(void *arg)
@@ -513,6 +514,29 @@ void fs_read_failed(struct fs *fs, fuse_req_t req, struct node *n, off_t off,
 }
 
 /*
+ * Puts a WRITE's bytes into n's buffer: a whole segment's worth received
+ * into a session loop's buffer by swapping that buffer in (rx.h), with no
+ * copy; anything else copied (counted both ways). n->rw exclusive, the
+ * range reserved.
+ */
+static void fs_write_bytes(struct fs *fs, struct node *n, uint64_t off,
+			   const char *buf, size_t size)
+{
+	char **seg = node_seg_whole(n, off, size);
+
+	if (seg && rx_swap(buf, size, seg)) {
+		/* The segment's memory now: what is summed is in cache. */
+		node_wrote(n, off, *seg, size);
+		atomic_fetch_add_explicit(&fs->write_swapped, size,
+					  memory_order_relaxed);
+		return;
+	}
+	node_copy_in(n, off, buf, size);
+	atomic_fetch_add_explicit(&fs->write_copied, size,
+				  memory_order_relaxed);
+}
+
+/*
  * Answers a WRITE. With now (fs_write_now()), only one that needs no wait:
  * 0, with nothing answered, for an extent file or one that would become
  * one, and when the dirty budget has no room for it now.
@@ -583,7 +607,7 @@ static int fs_write_in(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		if ((uint64_t)off > n->attr.size)
 			node_zero(n, n->attr.size,
 				  (uint64_t)off - n->attr.size);
-		node_copy_in(n, (uint64_t)off, buf, size);
+		fs_write_bytes(fs, n, (uint64_t)off, buf, size);
 		if (end > n->attr.size)
 			n->attr.size = end;
 		n->attr.mtime_ns = mtime;

@@ -80,6 +80,8 @@ struct wb_bytes {
 	char **segs;
 	size_t nsegs;
 	uint64_t size;
+	uint32_t *crcs; /* CRCs of the first ncrcs whole chunks (or NULL) */
+	uint32_t ncrcs;
 };
 
 /*
@@ -109,6 +111,15 @@ struct node {
 	 */
 	char **segs;
 	size_t nsegs;
+	/*
+	 * CRC32C of the first seg_ncrcs whole KV_CHUNK_SIZE chunks of segs,
+	 * and of the seg_part_len bytes after them, taken by node_copy_in()
+	 * while the written bytes were in the CPU's cache, for the save
+	 * (room for seg_crcs_cap; protected by rw).
+	 */
+	uint32_t *seg_crcs;
+	uint32_t seg_ncrcs, seg_crcs_cap;
+	uint32_t seg_part_crc, seg_part_len;
 	int dirty;  /* segs hold bytes not saved yet */
 	int cached; /* segs hold the saved bytes, all chunks verified */
 	/* Evicted while not open, record freed: opens fail (protected by rw). */
@@ -298,8 +309,10 @@ struct fs {
 	atomic_uint_fast64_t dirty_refused; /* writes refused: -EDQUOT */
 	/* Extent files (extent.c): made, bytes written and read in place. */
 	atomic_uint_fast64_t ext_made, ext_write_bytes, ext_read_bytes;
-	atomic_uint_fast64_t pt_opens;	    /* opens served by passthrough */
-	atomic_uint_fast64_t getxattrs;	    /* GETXATTR requests */
+	atomic_uint_fast64_t pt_opens;	/* opens served by passthrough */
+	atomic_uint_fast64_t getxattrs; /* GETXATTR requests */
+	/* WRITE bytes put into file buffers by a swap (rx.h), by a copy */
+	atomic_uint_fast64_t write_swapped, write_copied;
 	atomic_uint_fast64_t fuse_requests; /* every request (reqcount.h) */
 	atomic_int pt_off; /* passthrough refused: not tried again */
 	/* Capacity, eviction and the touch queue (capacity.c). */

@@ -8,7 +8,7 @@
  *   data files (kvdb_recover, fs/kvdb/recover.c), mounts, daemonizes
  *   (then reopens the index: kvdb_reopen_index), runs the loop, tears
  *   down. Every configuration error is reported before daemonizing.
- * - libfuse workers (multi-threaded loop, clone_fd; one per CPU by
+ * - FUSE workers (kvfs's session loop, fs/kvfs/rx.c; one per CPU by
  *   default): run the handlers in fs/kvfs/ops.c and fileio.c; they may
  *   block on the index (one SQLite connection behind idx->lock) but wait
  *   for nothing else: what would (the disk, the dirty budget, an fsync's
@@ -72,6 +72,7 @@
 #include "ops.h"
 #include "ra.h"
 #include "reqcount.h"
+#include "rx.h"
 #include "share.h"
 #include "wb.h"
 
@@ -744,21 +745,7 @@ static int kvfs_start_vc(struct fs *fs)
 
 static int kvfs_loop(struct fs *fs, struct fuse_cmdline_opts *co)
 {
-	struct fuse_loop_config *lc;
-	int rc;
-
-	if (co->singlethread)
-		return fuse_session_loop(fs->se);
-	lc = fuse_loop_cfg_create();
-	if (!lc)
-		return -ENOMEM;
-	fuse_loop_cfg_set_clone_fd(lc, 1);
-	fuse_loop_cfg_set_max_threads(lc, fs->cfg.threads);
-	if (co->max_idle_threads != UINT_MAX)
-		fuse_loop_cfg_set_idle_threads(lc, co->max_idle_threads);
-	rc = fuse_session_loop_mt(fs->se, lc);
-	fuse_loop_cfg_destroy(lc);
-	return rc;
+	return rx_loop(fs, co->singlethread ? 1 : fs->cfg.threads);
 }
 
 /* Fills in what the context holds before any option is read. */

@@ -43,6 +43,7 @@ static void node_destroy(struct node *n)
 	extf_close(&n->x);
 	free(n->crcs);
 	free(n->segs);
+	free(n->seg_crcs);
 	free(n->name);
 	free(n);
 }
@@ -64,7 +65,7 @@ void node_table_free(struct fs *fs)
 	free(fs->nodes);
 	fs->nodes = NULL;
 	while (fs->nseg_pool > 0)
-		free(fs->seg_pool[--fs->nseg_pool]);
+		node_seg_free(fs->seg_pool[--fs->nseg_pool]);
 	/* What no commit freed stays on disk, unreferenced (kvfsctl gc). */
 	free(fs->frees);
 	fs->frees = NULL;
@@ -548,8 +549,10 @@ int node_flush_locked(struct fs *fs, struct node *n)
 		/* Records end on a KV_ALIGN boundary: zero the padding. */
 		node_zero(n, size, kv_align_up(size) - size);
 		cnt = node_iov(n, 0, kv_align_up(size), iov);
-		rc = store_append_iov(fs->store, n->ino, path, iov, cnt, size,
-				      crcs, &ext);
+		rc = store_append_iov(
+			fs->store, n->ino, path, iov, cnt, size, crcs,
+			node_crcs_known(n->seg_crcs, n->seg_ncrcs, size, crcs),
+			&ext);
 		if (rc < 0)
 			goto out_free;
 		if (fs->up.used)

@@ -111,6 +111,9 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
 	conn->time_gran = 1;
+	/* A WRITE's bytes fit one segment, the session loop's buffer (rx.h). */
+	if (conn->max_write > NODE_SEG)
+		conn->max_write = NODE_SEG;
 	fuse_compat_init(conn, ((struct fs *)userdata)->cfg.io_uring,
 			 ((struct fs *)userdata)->cfg.passthrough);
 }

@@ -166,14 +166,20 @@ int wb_save_locked(struct fs *fs, struct node *n)
 	/* Records end on a KV_ALIGN boundary: zero the padding. */
 	if (size > 0)
 		node_zero(n, size, kv_align_up(size) - size);
-	j->b = (struct wb_bytes){
-		.segs = n->segs, .nsegs = n->nsegs, .size = size};
+	j->b = (struct wb_bytes){.segs = n->segs,
+				 .nsegs = n->nsegs,
+				 .size = size,
+				 .crcs = n->seg_crcs,
+				 .ncrcs = n->seg_ncrcs};
 	j->charged = (uint64_t)n->nsegs * NODE_SEG;
 	j->n = n;
 	j->mtime_ns = n->attr.mtime_ns;
 	j->seq = atomic_fetch_add(&n->save_seq, 1) + 1;
 	n->segs = NULL;
 	n->nsegs = 0;
+	n->seg_crcs = NULL;
+	n->seg_crcs_cap = n->seg_ncrcs = 0;
+	n->seg_part_crc = n->seg_part_len = 0;
 	n->dirty = 0;
 	n->cached = 0;
 	node_pin(fs, n);
@@ -188,6 +194,7 @@ int wb_save_locked(struct fs *fs, struct node *n)
 		atomic_fetch_sub(&n->wb_jobs, 1);
 		node_put(fs, n, 0, 0, 1);
 		wb_unreserve(fs, wb, j, 0);
+		free(j->b.crcs);
 		free(j->path);
 		free(j);
 		return node_flush_locked(fs, n);
@@ -268,8 +275,9 @@ static void wb_append(struct fs *fs, struct wb_job *j)
 #endif
 	/* Room was made at the FLUSH (wb_reserve). */
 	cnt = node_segs_iov(j->b.segs, 0, kv_align_up(size), iov);
-	rc = store_append_iov(fs->store, n->ino, path, iov, cnt, size, j->crcs,
-			      &j->ext);
+	rc = store_append_iov(
+		fs->store, n->ino, path, iov, cnt, size, j->crcs,
+		node_crcs_known(j->b.crcs, j->b.ncrcs, size, j->crcs), &j->ext);
 out:
 	if (rc < 0)
 		log_warn("cannot save %s (inode %llu, %llu bytes): %s; it "
@@ -434,6 +442,7 @@ static void wb_finish(struct fs *fs, struct wb *wb, struct wb_job *j,
 	wb_unreserve(fs, wb, j, j->ext.file_id ? kv_extent_span(&j->ext) : 0);
 	node_segs_release(fs, j->b.segs, j->b.nsegs);
 	free(j->b.segs);
+	free(j->b.crcs);
 	free(j->crcs);
 	free(j->path);
 	atomic_fetch_sub(&fs->wb_queued_bytes, j->charged);

@@ -1,6 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# The FUSE transport (kvfs(8) -o io_uring). Every build refuses a bad
+# The FUSE transport (kvfs(8) -o io_uring). On /dev/fuse, WRITE bytes
+# that fill a buffer segment are swapped in, not copied (case_write_swap;
+# all copied over io_uring), and SIGTERM stops the daemon. Every build
+# refuses a bad
 # io_uring_q_depth (0, garbage, too large, without io_uring) with exit 2 and
 # one line. A build against libfuse 3.14 refuses -o io_uring the same way.
 # A build against libfuse >= 3.18: with the kernel's enable_uring off it
@@ -11,6 +14,99 @@
 # store/load sequence reach those threads (their context switches grow),
 # and the sequence's transcript and tree equal the plain directory's.
 . "$(dirname "$0")/lib.sh"
+
+# swap_cmp WHAT: case_write_swap's files read back as it wrote them.
+swap_cmp() {
+	local f
+	for f in a.bin c.bin d.bin; do
+		cmp "$T_TMP/$f" "$MNT/$f" || t_fail "write swap: $f $1"
+	done
+}
+
+# Bytes of WRITEs land in file buffers without a copy on /dev/fuse (rx.h):
+# a whole segment's worth (a 2 MiB O_DIRECT store, a 1 MiB segment
+# rewritten, a small new file) is swapped in, a 4 KiB rewrite at the start
+# of a longer file is copied (the rest of its segment stays); over
+# io_uring (KVFS_OPTS) everything is copied. Every file reads back byte for
+# byte, also after a remount; then SIGTERM stops the daemon (its workers
+# wake out of their reads) within 10 s, exit status 0, mount gone.
+case_write_swap() {
+	local uring=0 pid rc
+	case " ${KVFS_OPTS:-} " in *io_uring*) uring=1 ;; esac
+	t_mount "$DATA" "$MNT"
+	python3 - "$MNT" "$uring" "$T_TMP" <<'PY' || t_fail "write swap: see above"
+import mmap, os, sys
+
+mnt, uring, tmp = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
+MiB = 1 << 20
+
+def stats():
+    out = {}
+    with open(os.path.join(mnt, ".kvfs/stats")) as f:
+        for line in f:
+            k, _, v = line.partition(" ")
+            if k.startswith("kvfs_write_"):
+                out[k[len("kvfs_write_"):]] = int(v)
+    return out
+
+def buf(n, seed):
+    m = mmap.mmap(-1, n)
+    m.write(bytes((i * 7 + seed + (i >> 12)) & 0xFF for i in range(n)))
+    return m
+
+def put(name, data, off, flags):
+    fd = os.open(os.path.join(mnt, name), os.O_WRONLY | flags, 0o644)
+    assert os.pwrite(fd, data, off) == len(data)
+    os.close(fd)
+
+def step(what, fn, swapped, copied):
+    s0 = stats()
+    fn()
+    s1 = stats()
+    if uring:
+        copied, swapped = copied + swapped, 0
+    got = (s1["swapped_bytes_total"] - s0["swapped_bytes_total"],
+           s1["copied_bytes_total"] - s0["copied_bytes_total"])
+    print(f"{what}: swapped {got[0]}, copied {got[1]}")
+    if got != (swapped, copied):
+        sys.exit(f"{what}: want swapped {swapped}, copied {copied}")
+
+D = os.O_DIRECT
+a, b, c, c2 = buf(2 * MiB, 1), buf(4096, 2), buf(3 * MiB, 3), buf(MiB, 4)
+step("2 MiB O_DIRECT store", lambda: put("a.bin", a, 0, os.O_CREAT | D),
+     2 * MiB, 0)
+step("4 KiB at 0 of it", lambda: put("a.bin", b, 0, D), 0, 4096)
+step("3 MiB O_DIRECT store", lambda: put("c.bin", c, 0, os.O_CREAT | D),
+     3 * MiB, 0)
+step("its second MiB", lambda: put("c.bin", c2, MiB, D), MiB, 0)
+step("100 bytes, new file", lambda: put("d.bin", b"x" * 100, 0, os.O_CREAT),
+     100, 0)
+want = {"a.bin": bytes(b) + bytes(a)[4096:],
+        "c.bin": bytes(c)[:MiB] + bytes(c2) + bytes(c)[2 * MiB:],
+        "d.bin": b"x" * 100}
+for name, data in want.items():
+    with open(os.path.join(tmp, name), "wb") as f:
+        f.write(data)
+PY
+	swap_cmp "differs"
+	t_umount "$MNT"
+	t_mount "$DATA" "$MNT"
+	swap_cmp "differs after a remount"
+	pid=${T_PID[$MNT]}
+	kill -TERM "$pid"
+	for _ in $(seq 100); do
+		t_alive "$pid" || break
+		sleep 0.1
+	done
+	t_alive "$pid" && t_fail "daemon $pid still running 10 s after SIGTERM"
+	rc=0
+	wait "$pid" || rc=$?
+	unset "T_PID[$MNT]"
+	[ "$rc" -eq 0 ] || t_fail "daemon exited with $rc after SIGTERM"
+	mountpoint -q "$MNT" 2>/dev/null && t_fail "$MNT mounted after SIGTERM"
+	t_scan_log "${T_LOG[$MNT]}"
+	t_log "write swap: bytes exact, also remounted; SIGTERM: exit 0"
+}
 
 t_init
 [ "$T_MODE" = mount ] || t_finish
@@ -61,6 +157,7 @@ for depth in 0 lots 8x -1 99999; do
 done
 expect_fail "io_uring_q_depth without io_uring" \
 	"io_uring_q_depth needs io_uring" -o io_uring_q_depth=8
+case_write_swap
 
 if [ "$(printf '%s\n' "$lib" 3.18 | sort -V | head -n 1)" != 3.18 ]; then
 	expect_fail "io_uring on libfuse $lib" \

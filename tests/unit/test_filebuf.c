@@ -23,6 +23,7 @@
 #include "filebuf.h"
 #include "fs.h"
 #include "log.h"
+#include "record.h"
 
 #define MIB (1024ull * 1024)
 
@@ -44,7 +45,7 @@ static int teardown(void **state)
 	struct fs *fs = *state;
 
 	for (size_t i = 0; i < fs->nseg_pool; i++)
-		free(fs->seg_pool[i]);
+		node_seg_free(fs->seg_pool[i]);
 	pthread_mutex_destroy(&fs->dirty_lock);
 	pthread_cond_destroy(&fs->dirty_cond);
 	free(fs);
@@ -146,7 +147,7 @@ static void test_segs_release(void **state)
 
 	assert_non_null(segs);
 	for (int i = 0; i < 2; i++) {
-		segs[i] = malloc(NODE_SEG);
+		segs[i] = node_seg_new();
 		assert_non_null(segs[i]);
 		memset(segs[i], 'a' + i, NODE_SEG);
 	}
@@ -163,6 +164,76 @@ static void test_segs_release(void **state)
 	assert_int_equal(fs->nseg_pool, 2);
 }
 
+/* The CRCs node_crcs_known() gives for n's first size bytes. */
+static uint32_t fb_known(struct node *n, uint64_t size, uint32_t *got)
+{
+	return node_crcs_known(n->seg_crcs, n->seg_ncrcs, size, got);
+}
+
+/*
+ * Writes take the CRCs of the chunks they complete in order, whatever
+ * their sizes; a rewrite, a hole or a write out of order forgets from
+ * the chunk it touches; only chunks whole in the file's size are given,
+ * and each one given is the CRC of the bytes the buffer holds.
+ */
+static void test_crcs_taken(void **state)
+{
+	const uint64_t size = 2 * NODE_SEG + 3 * KV_CHUNK_SIZE;
+	struct fs *fs = *state;
+	struct node n = {0};
+	unsigned char *src = malloc(size), *flat = malloc(size);
+	uint32_t want[64], got[64];
+	uint64_t off = 0;
+
+	assert_non_null(src);
+	assert_non_null(flat);
+	for (uint64_t i = 0; i < size; i++)
+		src[i] = (unsigned char)(i * 31 + (i >> 12));
+	assert_int_equal(node_reserve(fs, &n, size), 0);
+	/* In order, in pieces that end inside chunks and across segments. */
+	for (size_t piece = 4096; off < size; piece = piece * 3 + 4096) {
+		size_t take = size - off < piece ? (size_t)(size - off) : piece;
+
+		node_copy_in(&n, off, src + off, take);
+		off += take;
+	}
+	store_chunk_crcs(src, size, want);
+	assert_int_equal(fb_known(&n, size, got), size / KV_CHUNK_SIZE);
+	assert_memory_equal(got, want, size / KV_CHUNK_SIZE * sizeof(*got));
+	/* A shorter size: only the chunks whole in it. */
+	assert_int_equal(fb_known(&n, KV_CHUNK_SIZE + 5, got), 1);
+	/* A rewrite inside chunk 3 forgets from chunk 3 on. */
+	src[3 * KV_CHUNK_SIZE + 7] ^= 0xff;
+	node_copy_in(&n, 3 * KV_CHUNK_SIZE + 7, src + 3 * KV_CHUNK_SIZE + 7, 1);
+	assert_int_equal(fb_known(&n, size, got), 3);
+	assert_memory_equal(got, want, 3 * sizeof(*got));
+	/* Rewritten from 0 in one write: all taken again, of the new bytes. */
+	node_copy_in(&n, 0, src, (size_t)size);
+	store_chunk_crcs(src, size, want);
+	assert_int_equal(fb_known(&n, size, got), size / KV_CHUNK_SIZE);
+	assert_memory_equal(got, want, size / KV_CHUNK_SIZE * sizeof(*got));
+	/* Zeroing (a hole, the padding) forgets from where it starts. */
+	node_zero(&n, KV_CHUNK_SIZE + 1, 10);
+	assert_int_equal(fb_known(&n, size, got), 1);
+	/* Out of order: a write past the CRCs taken takes none. */
+	node_copy_in(&n, 4 * KV_CHUNK_SIZE, src + 4 * KV_CHUNK_SIZE,
+		     KV_CHUNK_SIZE);
+	assert_int_equal(fb_known(&n, size, got), 1);
+	/* What is given matches the buffer's bytes. */
+	for (uint64_t i = 0; i < size; i += NODE_SEG)
+		memcpy(flat + i, n.segs[i / NODE_SEG],
+		       size - i < NODE_SEG ? size - i : NODE_SEG);
+	store_chunk_crcs(flat, size, want);
+	assert_int_equal(got[0], want[0]);
+	/* Discarded: none. */
+	fs->dirty_bytes = n.nsegs * NODE_SEG;
+	node_discard(fs, &n);
+	assert_int_equal(fb_known(&n, size, got), 0);
+	free(n.seg_crcs);
+	free(src);
+	free(flat);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -175,6 +246,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_interrupted, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_segs_release, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_crcs_taken, setup,
 						teardown),
 	};
 

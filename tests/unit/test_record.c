@@ -200,6 +200,44 @@ static void ts_hdr_roundtrip(uint64_t len, size_t path_len, uint32_t type)
 	ts_free(crcs);
 }
 
+/*
+ * Chunk CRCs over pieces that split chunks at odd places equal those of
+ * the flat buffer; with from, the CRCs given are kept as they are and
+ * only the chunks after them are computed.
+ */
+static void test_chunk_crcs_iov_from(void **state)
+{
+	const uint64_t len = 5 * KV_CHUNK_SIZE + 1234;
+	const size_t cuts[] = {4096, 3 * KV_CHUNK_SIZE - 4096 + 17,
+			       KV_CHUNK_SIZE + 100};
+	uint32_t n = kv_nchunks(len), want[8], got[8];
+	unsigned char *buf = malloc(len);
+	struct iovec iov[4];
+	size_t at = 0;
+	int cnt = 0;
+
+	(void)state;
+	assert_non_null(buf);
+	for (uint64_t i = 0; i < len; i++)
+		buf[i] = (unsigned char)(i * 13 + (i >> 9));
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+		iov[cnt++] = (struct iovec){buf + at, cuts[i]};
+		at += cuts[i];
+	}
+	iov[cnt++] = (struct iovec){buf + at, len - at};
+	store_chunk_crcs(buf, len, want);
+	for (uint32_t from = 0; from <= n; from++) {
+		for (uint32_t c = 0; c < 8; c++)
+			got[c] = 0xdead0000u + c;
+		store_chunk_crcs_iov(iov, cnt, len, got, from);
+		for (uint32_t c = 0; c < n; c++)
+			assert_int_equal(got[c],
+					 c < from ? 0xdead0000u + c : want[c]);
+		assert_int_equal(got[n], 0xdead0000u + n);
+	}
+	free(buf);
+}
+
 static void test_hdr_roundtrip(void **state)
 {
 	(void)state;
@@ -770,6 +808,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_crc32c_incremental_unaligned,
 					  tr_codec_teardown),
 		cmocka_unit_test_teardown(test_crc32c_three_lanes,
+					  tr_codec_teardown),
+		cmocka_unit_test_teardown(test_chunk_crcs_iov_from,
 					  tr_codec_teardown),
 		cmocka_unit_test_teardown(test_hdr_roundtrip,
 					  tr_codec_teardown),
