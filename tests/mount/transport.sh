@@ -15,11 +15,11 @@
 # and the sequence's transcript and tree equal the plain directory's.
 . "$(dirname "$0")/lib.sh"
 
-# swap_cmp WHAT: case_write_swap's files read back as it wrote them.
+# swap_cmp MNT WHAT: case_write_swap's files read back as it wrote them.
 swap_cmp() {
 	local f
 	for f in a.bin c.bin d.bin; do
-		cmp "$T_TMP/$f" "$MNT/$f" || t_fail "write swap: $f $1"
+		cmp "$T_TMP/$f" "$1/$f" || t_fail "write swap: $f $2"
 	done
 }
 
@@ -31,10 +31,12 @@ swap_cmp() {
 # byte, also after a remount; then SIGTERM stops the daemon (its workers
 # wake out of their reads) within 10 s, exit status 0, mount gone.
 case_write_swap() {
-	local uring=0 pid rc
+	local uring=0 pid rc data mnt
 	case " ${KVFS_OPTS:-} " in *io_uring*) uring=1 ;; esac
-	t_mount "$DATA" "$MNT"
-	python3 - "$MNT" "$uring" "$T_TMP" <<'PY' || t_fail "write swap: see above"
+	data=$(t_plain_dir data-swap)
+	mnt=$(t_plain_dir mnt-swap)
+	t_mount "$data" "$mnt"
+	python3 - "$mnt" "$uring" "$T_TMP" <<'PY' || t_fail "write swap: see above"
 import mmap, os, sys
 
 mnt, uring, tmp = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
@@ -88,11 +90,11 @@ for name, data in want.items():
     with open(os.path.join(tmp, name), "wb") as f:
         f.write(data)
 PY
-	swap_cmp "differs"
-	t_umount "$MNT"
-	t_mount "$DATA" "$MNT"
-	swap_cmp "differs after a remount"
-	pid=${T_PID[$MNT]}
+	swap_cmp "$mnt" "differs"
+	t_umount "$mnt"
+	t_mount "$data" "$mnt"
+	swap_cmp "$mnt" "differs after a remount"
+	pid=${T_PID[$mnt]}
 	kill -TERM "$pid"
 	for _ in $(seq 100); do
 		t_alive "$pid" || break
@@ -101,10 +103,10 @@ PY
 	t_alive "$pid" && t_fail "daemon $pid still running 10 s after SIGTERM"
 	rc=0
 	wait "$pid" || rc=$?
-	unset "T_PID[$MNT]"
+	unset "T_PID[$mnt]"
 	[ "$rc" -eq 0 ] || t_fail "daemon exited with $rc after SIGTERM"
-	mountpoint -q "$MNT" 2>/dev/null && t_fail "$MNT mounted after SIGTERM"
-	t_scan_log "${T_LOG[$MNT]}"
+	mountpoint -q "$mnt" 2>/dev/null && t_fail "$mnt mounted after SIGTERM"
+	t_scan_log "${T_LOG[$mnt]}"
 	t_log "write swap: bytes exact, also remounted; SIGTERM: exit 0"
 }
 
