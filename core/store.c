@@ -933,24 +933,39 @@ int store_read_segs(struct store *st, const struct kv_extent *ext,
 	return rc;
 }
 
+int store_free_run(struct store *st, const struct kv_extent *exts, size_t n,
+		   uint64_t file_refs)
+{
+	uint32_t id = n ? exts[0].file_id : 0;
+	int fd, rc;
+
+	if (id == 0)
+		return 0;
+	fd = store_file_fd(st, id);
+	if (fd < 0)
+		return fd == -ENOENT ? 0 : fd;
+	for (size_t i = 0; i < n;) {
+		uint64_t off = exts[i].off,
+			 end = off + kv_extent_span(&exts[i]);
+
+		/* Records that follow each other: one hole over them all. */
+		for (i++; i < n && exts[i].off == end; i++)
+			end += kv_extent_span(&exts[i]);
+		rc = st->ops.punch(st->ops.ctx, fd, off, end - off);
+		if (rc < 0 && rc != -EOPNOTSUPP)
+			log_warn("cannot punch %06u.kvd at %llu: %s", id,
+				 (unsigned long long)off, strerror(-rc));
+	}
+	atomic_fetch_add(&st->stats.frees, n);
+	if (file_refs == 0)
+		store_drop_file(st, id);
+	return 0;
+}
+
 int store_free(struct store *st, const struct kv_extent *ext,
 	       uint64_t file_refs)
 {
-	int fd, rc;
-
-	if (ext->file_id == 0)
-		return 0;
-	fd = store_file_fd(st, ext->file_id);
-	if (fd < 0)
-		return fd == -ENOENT ? 0 : fd;
-	rc = st->ops.punch(st->ops.ctx, fd, ext->off, kv_extent_span(ext));
-	if (rc < 0 && rc != -EOPNOTSUPP)
-		log_warn("cannot punch %06u.kvd at %llu: %s", ext->file_id,
-			 (unsigned long long)ext->off, strerror(-rc));
-	atomic_fetch_add(&st->stats.frees, 1);
-	if (file_refs == 0)
-		store_drop_file(st, ext->file_id);
-	return 0;
+	return store_free_run(st, ext, 1, file_refs);
 }
 
 void store_drop_file(struct store *st, uint32_t file_id)

@@ -140,6 +140,14 @@ int store_read_segs(struct store *st, const struct kv_extent *ext,
 int store_free(struct store *st, const struct kv_extent *ext,
 	       uint64_t file_refs);
 /*
+ * store_free() of n records of one data file, sorted by offset: records
+ * that follow each other in the file are punched out as one hole (a hole
+ * costs the backing file system a journal transaction, and waits for the
+ * file's O_DIRECT writes in flight).
+ */
+int store_free_run(struct store *st, const struct kv_extent *exts, size_t n,
+		   uint64_t file_refs);
+/*
  * Removes data file file_id, which the index holds no record in, unless it
  * is being appended to.
  */

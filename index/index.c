@@ -44,7 +44,13 @@
 #include "log.h"
 
 #define IDX_BUSY_TIMEOUT_MS 5000
-/* WAL pages after which the checkpointer copies the log back. */
+/*
+ * WAL pages added since the last checkpoint after which the checkpointer
+ * copies the log back. Counted from that checkpoint, not from the log's
+ * start: a log that is not starting over (readers keep it) stays past
+ * any size, and then every commit woke a checkpoint and its two fsyncs
+ * (394 in 0.6 s of 2 MiB stores on the local disk, 0.6x plain's rate).
+ */
 #define IDX_CK_FRAMES 1000
 /*
  * WAL pages after which the checkpointer makes the log start over, even
@@ -839,15 +845,18 @@ out_free:
 
 /*
  * After each commit (main connection, idx->lock held): wake the
- * checkpointer once the log has grown past IDX_CK_FRAMES pages.
+ * checkpointer once the log has grown IDX_CK_FRAMES pages since its last
+ * checkpoint.
  */
 static int idx_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
 {
 	struct idx *idx = arg;
 
 	pthread_mutex_lock(&idx->ck_lock);
+	if (frames < idx->ck_base)
+		idx->ck_base = 0; /* the log started over */
 	idx->ck_frames = frames;
-	if (frames >= IDX_CK_FRAMES)
+	if (frames - idx->ck_base >= IDX_CK_FRAMES)
 		pthread_cond_signal(&idx->ck_cond);
 	pthread_mutex_unlock(&idx->ck_lock);
 	return SQLITE_OK;
@@ -900,22 +909,23 @@ static void *idx_checkpointer(void *arg)
 			 idx->path, sqlite3_errmsg(db));
 	pthread_mutex_lock(&idx->ck_lock);
 	while (!idx->ck_stop) {
-		int nlog = 0, ndone = 0;
+		int nlog = 0, ndone = 0, upto;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
-		if (idx->ck_frames < IDX_CK_FRAMES)
+		if (idx->ck_frames - idx->ck_base < IDX_CK_FRAMES)
 			pthread_cond_timedwait(&idx->ck_cond, &idx->ck_lock,
 					       &ts);
 		if (idx->ck_stop)
 			continue;
-		if (idx->ck_frames == 0) {
+		if (idx->ck_frames == idx->ck_base) {
+			/* Nothing committed since the last checkpoint. */
 			pthread_mutex_unlock(&idx->ck_lock);
 			idx_end_idle_read(idx);
 			pthread_mutex_lock(&idx->ck_lock);
 			continue;
 		}
-		idx->ck_frames = 0;
+		upto = idx->ck_frames;
 		pthread_mutex_unlock(&idx->ck_lock);
 		/*
 		 * PASSIVE never blocks writers. Under a steady stream of
@@ -944,6 +954,10 @@ static void *idx_checkpointer(void *arg)
 				&ndone);
 		}
 		pthread_mutex_unlock(&idx->ck_run);
+		pthread_mutex_lock(&idx->ck_lock);
+		/* Commits during it are counted, from what it was for. */
+		idx->ck_base = upto;
+		pthread_mutex_unlock(&idx->ck_lock);
 		if (rc == SQLITE_BUSY) {
 			/* A reader or the writer held on: next tick. */
 		} else if (rc != SQLITE_OK) {

@@ -203,7 +203,11 @@ struct idx {
 	pthread_t ck_thread;
 	int ck_running; /* written before the thread starts / after it ends */
 	int ck_stop;	/* protected by ck_lock */
-	int ck_frames; /* WAL frames at the last commit, protected by ck_lock */
+	/*
+	 * WAL frames at the last commit, and those the last checkpoint found
+	 * (0 once the log starts over); protected by ck_lock.
+	 */
+	int ck_frames, ck_base;
 };
 
 /* ---- index.c: the lock, errors, statements, transactions ---- */

@@ -362,43 +362,67 @@ static void node_drop_later(struct fs *fs, uint32_t id)
 	pthread_mutex_unlock(&fs->frees_lock);
 }
 
-static void node_free_now(struct fs *fs, const struct kv_extent *ext)
+/*
+ * Frees n records (exts, sorted by offset) of one data file, or one extent
+ * file (n 1).
+ */
+static void node_free_run(struct fs *fs, const struct kv_extent *exts, size_t n)
 {
+	uint32_t id = exts[0].file_id;
 	uint64_t refs = 1;
 	int rc;
 
-	if (kv_ext_large(ext)) {
-		rc = extf_remove(fs->ext_fd, ext->off);
+	if (kv_ext_large(&exts[0])) {
+		rc = extf_remove(fs->ext_fd, exts[0].off);
 		if (rc < 0)
 			log_warn("cannot remove extent file %s/%llu.kvx: %s",
-				 EXTF_DIR, (unsigned long long)ext->off,
+				 EXTF_DIR, (unsigned long long)exts[0].off,
 				 strerror(-rc));
 		return;
 	}
-	if (ext->file_id == 0)
+	if (id == 0)
 		return;
-	if (fs->up.used)
-		fs->up.used(fs->up.ctx, -(int64_t)kv_extent_span(ext));
+	for (size_t i = 0; fs->up.used && i < n; i++)
+		fs->up.used(fs->up.ctx, -(int64_t)kv_extent_span(&exts[i]));
 	/*
 	 * While batching, the index's view of the file includes changes not
 	 * committed yet, which a crash would undo: whether the file goes is
 	 * decided at a commit (node_commit()).
 	 */
 	if (idx_batching(fs->idx)) {
-		node_drop_later(fs, ext->file_id);
+		node_drop_later(fs, id);
 		refs = 1;
-	} else if (idx_datafile_refs(fs->idx, ext->file_id, &refs) < 0) {
+	} else if (idx_datafile_refs(fs->idx, id, &refs) < 0) {
 		refs = 1; /* keep the file when unsure */
 	}
-	rc = store_free(fs->store, ext, refs);
+	rc = store_free_run(fs->store, exts, n, refs);
 	if (rc < 0)
-		log_warn("cannot free record in %06u.kvd: %s", ext->file_id,
+		log_warn("cannot free %zu records in %06u.kvd: %s", n, id,
 			 strerror(-rc));
+}
+
+static void node_free_now(struct fs *fs, const struct kv_extent *ext)
+{
+	node_free_run(fs, ext, 1);
+}
+
+/* Orders frees by data file, then offset; extent files last. */
+static int node_free_cmp(const void *a, const void *b)
+{
+	const struct kv_extent *x = a, *y = b;
+	int lx = kv_ext_large(x), ly = kv_ext_large(y);
+
+	if (lx != ly)
+		return lx - ly;
+	if (x->file_id != y->file_id)
+		return x->file_id < y->file_id ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
 }
 
 void node_free_extent(struct fs *fs, const struct kv_extent *ext)
 {
 	uint64_t seq;
+	int queued = 1;
 
 	if (!kv_ext_large(ext) && ext->file_id == 0)
 		return;
@@ -423,18 +447,19 @@ void node_free_extent(struct fs *fs, const struct kv_extent *ext)
 			fs->frees_cap = ncap;
 		}
 	}
-	if (fs->nfrees < fs->frees_cap) {
+	if (fs->nfrees < fs->frees_cap)
 		fs->frees[fs->nfrees++] = (struct fs_free){*ext, seq};
-		seq = 0;
-	}
+	else
+		queued = 0;
 	pthread_mutex_unlock(&fs->frees_lock);
 	/* No memory to wait with: commit now rather than free too early. */
-	if (seq && node_commit(fs, 1) == 0)
+	if (!queued && node_commit(fs, 1) == 0)
 		node_free_now(fs, ext);
 }
 
 void node_free_committed(struct fs *fs)
 {
+	struct kv_extent *exts;
 	struct fs_free *done = NULL;
 	size_t ndone = 0, k = 0;
 
@@ -453,8 +478,24 @@ void node_free_committed(struct fs *fs)
 	if (done)
 		fs->nfrees = k;
 	pthread_mutex_unlock(&fs->frees_lock);
-	for (size_t i = 0; i < ndone; i++)
+	exts = ndone ? malloc(ndone * sizeof(*exts)) : NULL;
+	for (size_t i = 0; exts && i < ndone; i++)
+		exts[i] = done[i].ext;
+	if (exts)
+		qsort(exts, ndone, sizeof(*exts), node_free_cmp);
+	/* A data file's records at once: neighbours are one hole. */
+	for (size_t i = 0, j; exts && i < ndone; i = j) {
+		for (j = i + 1; j < ndone && !kv_ext_large(&exts[i]) &&
+				exts[j].file_id == exts[i].file_id &&
+				!kv_ext_large(&exts[j]);
+		     j++)
+			;
+		node_free_run(fs, exts + i, j - i);
+	}
+	/* Without memory to sort them: one by one. */
+	for (size_t i = 0; !exts && i < ndone; i++)
 		node_free_now(fs, &done[i].ext);
+	free(exts);
 	free(done);
 }
 

@@ -61,8 +61,9 @@ void node_release_inode(struct fs *fs, uint64_t ino);
  * Frees a record and, when its data file has no live record left, the file;
  * or an extent file. Once the index no longer points at it, for good: when
  * the change that stopped it is in an index batch not committed yet, the
- * free waits for the batch's commit (node_commit()), so that a crash never
- * leaves the index pointing at freed bytes; a lost batch keeps it.
+ * free waits for the batch's commit, so that a crash never leaves the
+ * index pointing at freed bytes; a lost batch keeps it. Frees that wait
+ * for the same commit are made together (store_free_run()).
  */
 void node_free_extent(struct fs *fs, const struct kv_extent *ext);
 /*
