@@ -740,59 +740,60 @@ case_f() {
 
 # --- g: the option ------------------------------------------------------------
 
+# ra_spent KIND N STEP: blocks $MNT/$CASE/k1..kN.bin made cold, STEP PATH
+# on each (a lookup no load follows) must start at most 4 + 64
+# read-aheads (64 going unused is what it takes to stop) and count the
+# rest skipped.
+ra_spent() {
+	local kind=$1 n=$2 step=$3 d=$MNT/$CASE i s0 k0
+	cold
+	stats
+	s0=${ST[readahead_started_total]}
+	k0=${ST[readahead_skipped_total]}
+	for i in $(seq "$n"); do
+		"$step" "$d/k$i.bin"
+	done
+	poll "ST[readahead_pending] == 0" ||
+		t_fail "$CASE: read-aheads still pending 10 s after the $kind"
+	expect "read-aheads started by $n $kind" \
+		$((ST[readahead_started_total] - s0)) -le $((4 + 64))
+	expect "lookups skipped" $((ST[readahead_skipped_total] - k0)) -gt 0
+	t_log "$CASE: $n $kind: started" \
+		"+$((ST[readahead_started_total] - s0)), skipped" \
+		"+$((ST[readahead_skipped_total] - k0))"
+}
+
+acc_ok() {
+	acc_want "$1" OK
+}
+
+rm_one() {
+	timeout -k 5 60 rm "$1" || t_fail "$CASE: rm $1"
+}
+
 # k: lookups that an unlink follows (an engine evicting by path): with the
 # default budget (nothing is evicted for room), 100 blocks of 4 KiB each
-# unlinked right after its lookup start at most 4 + 64 read-aheads, as
-# lookups alone would (i); the rest are counted skipped.
+# unlinked right after its lookup spend the credit as lookups alone do (i).
 case_k() {
-	local d=$MNT/k n=100 i s0 k0
+	local d=$MNT/k n=100 i
 	CASE=k
 	mkdir -p "$d" || t_fail "k: mkdir $d"
 	for i in $(seq $n); do
 		block "k$i" $((4 * KiB))
 		put "$SRC/k$i" "$d/k$i.bin"
 	done
-	cold
-	stats
-	s0=${ST[readahead_started_total]}
-	k0=${ST[readahead_skipped_total]}
-	for i in $(seq $n); do
-		timeout -k 5 60 rm "$d/k$i.bin" || t_fail "k: rm k$i.bin"
-	done
-	poll "ST[readahead_pending] == 0" ||
-		t_fail "k: read-aheads still pending 10 s after the unlinks"
-	expect "read-aheads started by $n lookups then unlinks" \
-		$((ST[readahead_started_total] - s0)) -le $((4 + 64))
-	expect "lookups skipped" $((ST[readahead_skipped_total] - k0)) -gt 0
-	t_log "k: $n lookups then unlinks: started" \
-		"+$((ST[readahead_started_total] - s0)), skipped" \
-		"+$((ST[readahead_skipped_total] - k0))"
+	ra_spent "lookups then unlinks" $n rm_one
 }
 
-# budget_is WANT OPTS...: mounted with OPTS, the budget reads WANT.
 case_i() {
-	local d=$MNT/i n=120 i s0 k0
+	local d=$MNT/i n=120 i s0
 	CASE=i
 	mkdir -p "$d" || t_fail "i: mkdir $d"
 	for i in $(seq $((n + 2))); do
 		block "i$i" $((4 * KiB))
 		put "$SRC/i$i" "$d/k$i.bin"
 	done
-	cold
-	stats
-	s0=${ST[readahead_started_total]}
-	k0=${ST[readahead_skipped_total]}
-	for i in $(seq $n); do
-		acc_want "$d/k$i.bin" OK
-	done
-	poll "ST[readahead_pending] == 0" ||
-		t_fail "i: read-aheads still pending 10 s after the lookups"
-	expect "read-aheads started by $n lookups and no load" \
-		$((ST[readahead_started_total] - s0)) -le $((4 + 64))
-	expect "lookups skipped" $((ST[readahead_skipped_total] - k0)) -gt 0
-	t_log "i: $n lookups alone: started" \
-		"+$((ST[readahead_started_total] - s0)), skipped" \
-		"+$((ST[readahead_skipped_total] - k0))"
+	ra_spent "lookups and no load" $n acc_ok
 	# A load of a block with no read-ahead: loads are back.
 	rd_buf "k$n.bin" "$d/k$n.bin" "$SRC/i$n"
 	stats
@@ -802,6 +803,7 @@ case_i() {
 	rd_buf "k$((n + 1)).bin" "$d/k$((n + 1)).bin" "$SRC/i$((n + 1))"
 }
 
+# budget_is WANT OPTS...: mounted with OPTS, the budget reads WANT.
 budget_is() {
 	local want=$1
 	shift

@@ -389,6 +389,46 @@ static void ts_hold_first_write(void *ctx, enum fake_io_kind kind,
 }
 
 /*
+ * store_free_run() punches records that follow each other in a data file
+ * as one hole, and records with a live one between them as two.
+ */
+static void test_free_run_merges(void **state)
+{
+	struct ts_ctx *t = *state;
+	struct ts_rec r[5];
+	struct kv_extent run[2];
+
+	t->st = ts_open_cfg(t, 1, 0, 0, 1);
+	for (int i = 0; i < 5; i++) {
+		char path[8];
+
+		snprintf(path, sizeof(path), "/r%d", i);
+		ts_rec_init(&r[i], 3000 + 7000 * (size_t)i, 121 + i);
+		ts_rec_append(t->st, &r[i], 1 + (uint64_t)i, path);
+	}
+	assert_int_equal(r[1].ext.off,
+			 r[0].ext.off + kv_extent_span(&r[0].ext));
+	run[0] = r[0].ext;
+	run[1] = r[1].ext;
+	assert_int_equal(store_free_run(t->st, run, 2, 2), 0);
+	assert_int_equal(fake_io_calls(&t->fio, FAKE_IO_PUNCH), 1);
+	assert_int_equal(t->fio.punch_off, r[0].ext.off);
+	assert_int_equal(t->fio.punch_len,
+			 kv_extent_span(&r[0].ext) + kv_extent_span(&r[1].ext));
+	/* r[3] is live between r[2] and r[4]: two holes. */
+	run[0] = r[2].ext;
+	run[1] = r[4].ext;
+	assert_int_equal(store_free_run(t->st, run, 2, 1), 0);
+	assert_int_equal(fake_io_calls(&t->fio, FAKE_IO_PUNCH), 3);
+	assert_int_equal(t->fio.punch_off, r[4].ext.off);
+	assert_int_equal(t->fio.punch_len, kv_extent_span(&r[4].ext));
+	assert_int_equal(ts_stats(t->st).frees, 4);
+	ts_check_read(t->st, &r[3], 0, r[3].len);
+	for (int i = 0; i < 5; i++)
+		ts_rec_free(&r[i]);
+}
+
+/*
  * A failed append that is no longer the lane's tail (another append reserved
  * after it) cannot be truncated away: its range is punched.
  */
@@ -643,6 +683,7 @@ int main(void)
 		T(test_fault_loop_append_enospc),
 		T(test_fault_durable_sync),
 		T(test_fault_not_at_tail_punched),
+		T(test_free_run_merges),
 		T(test_short_truncated),
 		T(test_short_file_removed),
 		T(test_crc_mismatch),
