@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The block store: appending records to a lane's active data file, reading
- * and checking payloads, freeing records (punching holes, removing empty
- * files), recovery horizons and the crash-recovery walk of one data file;
- * see store.h. Not here: the record format (record.c), data-file names and
- * listing (datadir.c), the I/O calls themselves (store_io.c).
+ * The block store: appending records to a lane's active data file, freeing
+ * records (punching holes, removing empty files), recovery horizons and
+ * the crash-recovery walk of one data file; see store.h. Not here: reading
+ * and checking payloads (store_read.c), the record format (record.c),
+ * data-file names and listing (datadir.c), the I/O calls themselves
+ * (store_io.c).
  */
 #include "store.h"
 
@@ -25,87 +26,14 @@
 #include "crc32c.h"
 #include "datadir.h"
 #include "log.h"
+#include "store_int.h"
 
 /* Header bytes read at once when walking a data file (most headers fit). */
 #define STORE_HDR_READ (16u * 1024u)
-/* Name records kept back at most (store_config.batch_names). */
-#define STORE_NAMES_MAX 64u
-/* Retries of -EINTR/-EAGAIN before an I/O error is reported. */
-#define STORE_RETRIES 8
 #define STORE_DEFAULT_LANES 4u
-
-struct store_file {
-	uint32_t id;
-	int fd;
-	/* protected by st->files_lock */
-	int active;	   /* some lane appends to it */
-	unsigned npending; /* appends not yet committed or abandoned */
-	uint64_t end;	   /* end of the last reservation this run */
-	/* Every record below is committed or abandoned (store_horizons). */
-	uint64_t quiet;
-};
-
-struct store_lane {
-	pthread_mutex_t lock;
-	struct store_file *file; /* protected by lock */
-	uint64_t tail;		 /* protected by lock */
-};
-
-struct store {
-	int data_fd; /* DATADIR/data, O_PATH|O_DIRECTORY */
-	struct store_io_ops ops;
-	uint64_t file_max;
-	uint64_t reserve; /* see store_config.reserve */
-	int durable;
-	/* Lock order: a lane's lock before files_lock. */
-	pthread_mutex_t files_lock;
-	struct store_file **files; /* indexed by id, protected by files_lock */
-	uint32_t nfiles;	   /* capacity of files[] */
-	uint32_t next_id;	   /* protected by files_lock */
-	unsigned nlanes;
-	struct store_lane *lanes;
-	atomic_uint lane_next;
-	atomic_uint_fast64_t seq;
-	/*
-	 * Name records waiting to go out in front of the next append, or
-	 * with store_flush_names() (store_config.batch_names).
-	 */
-	int batch_names;
-	pthread_mutex_t names_lock;
-	struct iovec names[STORE_NAMES_MAX]; /* protected by names_lock */
-	unsigned nnames;		     /* protected by names_lock */
-	uint64_t names_bytes;		     /* protected by names_lock */
-	struct {
-		atomic_uint_fast64_t appends, append_bytes, reads, read_bytes;
-		atomic_uint_fast64_t frees, files_removed, short_records;
-		atomic_uint_fast64_t crc_errors, io_errors, enospc;
-	} stats;
-};
 
 /* The calling thread's lane (assigned round-robin on first append). */
 static _Thread_local unsigned store_my_lane = UINT_MAX;
-
-/* The calling thread's read buffer, freed when the thread exits. */
-struct store_rbuf {
-	void *buf;
-	size_t cap;
-};
-static pthread_key_t store_rbuf_key;
-static pthread_once_t store_rbuf_once = PTHREAD_ONCE_INIT;
-
-static void store_rbuf_free(void *p)
-{
-	struct store_rbuf *rb = p;
-
-	free(rb->buf);
-	free(rb);
-}
-
-static void store_rbuf_key_init(void)
-{
-	if (pthread_key_create(&store_rbuf_key, store_rbuf_free) != 0)
-		abort();
-}
 
 /* Opens data file id; O_DIRECT unless the filesystem refuses it (tmpfs). */
 static int store_file_open(struct store *st, uint32_t id, int create)
@@ -147,7 +75,7 @@ static int store_files_reserve(struct store *st, uint32_t id)
  * open (an operator or a tool deleted it): its records are gone for good,
  * even though the open descriptor could still read them for a while.
  */
-static int store_file_fd(struct store *st, uint32_t id)
+int store_file_fd(struct store *st, uint32_t id)
 {
 	struct store_file *f;
 	struct stat sb;
@@ -362,8 +290,7 @@ void store_close(struct store *st)
 	free(st);
 }
 
-/* Consumes the first n bytes of the iovecs *iov, *cnt of them. */
-static void store_iov_advance(struct iovec **iov, int *cnt, size_t n)
+void store_iov_advance(struct iovec **iov, int *cnt, size_t n)
 {
 	while (*cnt > 0 && n >= (*iov)->iov_len) {
 		n -= (*iov)->iov_len;
@@ -434,9 +361,9 @@ int store_check_space(struct store *st, uint64_t span)
 
 /*
  * Reserves span bytes in the calling thread's active data file and pins the
- * file with a pending append.
+ * file with pins pending appends (one per record store_append_done ends).
  */
-static int store_reserve(struct store *st, uint64_t span,
+static int store_reserve(struct store *st, uint64_t span, unsigned pins,
 			 struct store_file **file, uint64_t *off)
 {
 	struct store_lane *l = store_lane_of_thread(st);
@@ -455,7 +382,7 @@ static int store_reserve(struct store *st, uint64_t span,
 		*off = l->tail;
 		l->tail += span;
 		pthread_mutex_lock(&st->files_lock);
-		l->file->npending++;
+		l->file->npending += pins;
 		l->file->end = l->tail;
 		pthread_mutex_unlock(&st->files_lock);
 	}
@@ -465,7 +392,7 @@ static int store_reserve(struct store *st, uint64_t span,
 
 /* Gives back a failed append's space: truncate when it is the tail. */
 static void store_unreserve(struct store *st, struct store_file *f,
-			    uint64_t off, uint64_t span)
+			    uint64_t off, uint64_t span, unsigned pins)
 {
 	struct store_lane *l = store_lane_of_thread(st);
 	int at_tail;
@@ -485,11 +412,9 @@ static void store_unreserve(struct store *st, struct store_file *f,
 	pthread_mutex_unlock(&l->lock);
 	if (!at_tail)
 		st->ops.punch(st->ops.ctx, f->fd, off, span);
-	store_append_done(st, f->id);
+	while (pins--)
+		store_append_done(st, f->id);
 }
-
-/* Most iovecs in one write; longer payloads go in several. */
-#define STORE_IOV_MAX 1024
 
 /* Takes the name records kept back; the caller writes and frees them. */
 static unsigned store_take_names(struct store *st, struct iovec *out,
@@ -520,50 +445,27 @@ uint64_t store_names_bytes(struct store *st)
 	return n;
 }
 
-/*
- * Appends npre whole records (pre: name records kept back, pre_bytes in
- * all, freed here) and then a record of type with len bytes of data and
- * their chunk CRCs (crcs), in one write; with type 0 only the pre records.
- */
-static int store_append_rec(struct store *st, uint32_t type, uint64_t ino,
-			    const char *path, size_t path_len,
-			    const struct iovec *data, int ndata, uint64_t len,
-			    uint32_t *crcs, struct iovec *pre, unsigned npre,
-			    uint64_t pre_bytes, struct kv_extent *ext)
-{
-	uint32_t hdr_len = type ? store_hdr_len(len, path_len) : 0;
-	int nrec = type ? ndata + 1 : 0, niov = (int)npre + nrec;
-	struct iovec *iov = NULL;
-	struct store_file *f;
-	uint64_t off, span, pos;
-	void *hdr = NULL;
-	int rc, done;
+/* One record of an append: its header's fields, then its payload. */
+struct store_out {
+	uint32_t type;
+	uint64_t ino;
+	const char *path;
+	size_t path_len;
+	const struct iovec *data;
+	int ndata;
+	uint64_t len;
+	const uint32_t *crcs;
+	struct kv_extent *ext; /* where it landed */
+};
 
-	if (path_len >
-	    (type == STORE_REC_DATA ? STORE_PATH_MAX : STORE_META_MAX)) {
-		rc = -ENAMETOOLONG;
-		goto out_free;
-	}
-	iov = calloc((size_t)niov + 1, sizeof(*iov));
-	if (!iov || (type && posix_memalign(&hdr, KV_ALIGN, hdr_len) != 0)) {
-		rc = -ENOMEM;
-		goto out_free;
-	}
-	if (type)
-		store_hdr_encode(hdr, type, atomic_fetch_add(&st->seq, 1), ino,
-				 len, crcs, path, path_len);
-	span = pre_bytes + hdr_len + kv_align_up(len);
-	rc = store_reserve(st, span, &f, &off);
-	if (rc < 0)
-		goto out_free;
-	if (npre)
-		memcpy(iov, pre, npre * sizeof(*iov));
-	if (type)
-		iov[npre] = (struct iovec){.iov_base = hdr, .iov_len = hdr_len};
-	if (ndata > 0 && type)
-		memcpy(iov + npre + 1, data, (size_t)ndata * sizeof(*iov));
+/* Writes niov iovecs at off in writes of at most STORE_IOV_MAX. */
+static int store_write_iovs(struct store *st, int fd, struct iovec *iov,
+			    int niov, uint64_t off)
+{
+	int rc = 0;
+
 	/* store_write_all consumes the iovecs it was given. */
-	for (done = 0, pos = off; rc == 0 && done < niov;) {
+	for (int done = 0; rc == 0 && done < niov;) {
 		int cnt = niov - done;
 		uint64_t bytes = 0;
 
@@ -571,10 +473,70 @@ static int store_append_rec(struct store *st, uint32_t type, uint64_t ino,
 			cnt = STORE_IOV_MAX;
 		for (int i = 0; i < cnt; i++)
 			bytes += iov[done + i].iov_len;
-		rc = store_write_all(st, f->fd, iov + done, cnt, pos);
+		rc = store_write_all(st, fd, iov + done, cnt, off);
 		done += cnt;
-		pos += bytes;
+		off += bytes;
 	}
+	return rc;
+}
+
+/*
+ * Appends npre whole records (pre: name records kept back, pre_bytes in
+ * all, freed here) and then the n records of out, in one write; each
+ * record's extent goes to its out->ext, and with n 0 (only the pre
+ * records) the reservation's to *pre_ext. Each record pins the data file
+ * until its store_append_done(), as a lone pre write does once.
+ */
+static int store_append_rec(struct store *st, const struct store_out *out,
+			    size_t n, struct iovec *pre, unsigned npre,
+			    uint64_t pre_bytes, struct kv_extent *pre_ext)
+{
+	int niov = (int)npre;
+	struct iovec *iov = NULL;
+	void **hdrs = NULL;
+	struct store_file *f = NULL;
+	uint64_t off = 0, span = pre_bytes, pos;
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (out[i].path_len > (out[i].type == STORE_REC_DATA
+					       ? STORE_PATH_MAX
+					       : STORE_META_MAX)) {
+			rc = -ENAMETOOLONG;
+			goto out_free;
+		}
+		niov += 1 + out[i].ndata;
+		span += store_hdr_len(out[i].len, out[i].path_len) +
+			kv_align_up(out[i].len);
+	}
+	iov = calloc((size_t)niov + 1, sizeof(*iov));
+	hdrs = calloc(n + 1, sizeof(*hdrs));
+	if (!iov || !hdrs) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	memcpy(iov, pre, npre * sizeof(*iov));
+	niov = (int)npre;
+	for (size_t i = 0; i < n; i++) {
+		const struct store_out *o = &out[i];
+		uint32_t hdr_len = store_hdr_len(o->len, o->path_len);
+
+		if (posix_memalign(&hdrs[i], KV_ALIGN, hdr_len) != 0) {
+			rc = -ENOMEM;
+			goto out_free;
+		}
+		store_hdr_encode(hdrs[i], o->type,
+				 atomic_fetch_add(&st->seq, 1), o->ino, o->len,
+				 o->crcs, o->path, o->path_len);
+		iov[niov++] =
+			(struct iovec){.iov_base = hdrs[i], .iov_len = hdr_len};
+		memcpy(iov + niov, o->data, (size_t)o->ndata * sizeof(*iov));
+		niov += o->ndata;
+	}
+	rc = store_reserve(st, span, n ? (unsigned)n : 1, &f, &off);
+	if (rc < 0)
+		goto out_free;
+	rc = store_write_iovs(st, f->fd, iov, niov, off);
 	if (rc == 0 && st->durable)
 		rc = st->ops.sync(st->ops.ctx, f->fd);
 	if (rc < 0) {
@@ -582,14 +544,22 @@ static int store_append_rec(struct store *st, uint32_t type, uint64_t ino,
 			atomic_fetch_add(&st->stats.io_errors, 1);
 		log_warn("append to %06u.kvd at %llu failed: %s", f->id,
 			 (unsigned long long)off, strerror(-rc));
-		store_unreserve(st, f, off, span);
+		store_unreserve(st, f, off, span, n ? (unsigned)n : 1);
 		goto out_free;
 	}
-	*ext = (struct kv_extent){.file_id = f->id,
-				  .hdr_len = hdr_len,
-				  .off = off + pre_bytes,
-				  .len = len};
-	atomic_fetch_add(&st->stats.appends, 1);
+	pos = off + pre_bytes;
+	if (n == 0)
+		*pre_ext = (struct kv_extent){.file_id = f->id, .off = off};
+	for (size_t i = 0; i < n; i++) {
+		uint32_t hdr_len = store_hdr_len(out[i].len, out[i].path_len);
+
+		*out[i].ext = (struct kv_extent){.file_id = f->id,
+						 .hdr_len = hdr_len,
+						 .off = pos,
+						 .len = out[i].len};
+		pos += hdr_len + kv_align_up(out[i].len);
+	}
+	atomic_fetch_add(&st->stats.appends, n ? n : 1);
 	atomic_fetch_add(&st->stats.append_bytes, span);
 out_free:
 	if (rc < 0 && npre)
@@ -598,8 +568,53 @@ out_free:
 			 npre, strerror(-rc));
 	for (unsigned i = 0; i < npre; i++)
 		free(pre[i].iov_base);
-	free(hdr);
+	for (size_t i = 0; hdrs && i < n; i++)
+		free(hdrs[i]);
+	free(hdrs);
 	free(iov);
+	return rc;
+}
+
+int store_append_batch(struct store *st, struct store_rec *recs, size_t n)
+{
+	struct iovec pre[STORE_NAMES_MAX];
+	struct store_out *out = calloc(n ? n : 1, sizeof(*out));
+	uint64_t pre_bytes;
+	unsigned npre;
+	int rc;
+
+	if (!out)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		struct store_rec *r = &recs[i];
+		size_t path_len = strlen(r->path);
+
+		if (path_len > STORE_PATH_MAX) {
+			/* Only a rebuild reads the path; the bytes count. */
+			log_warn("inode %llu: its path (%zu bytes) is longer "
+				 "than a record keeps (%u): saved without it; "
+				 "a rebuilt index restores it under "
+				 "/lost+found",
+				 (unsigned long long)r->ino, path_len,
+				 STORE_PATH_MAX);
+			path_len = 0;
+		}
+		if (r->len)
+			store_chunk_crcs_iov(r->iov, r->iovcnt, r->len, r->crcs,
+					     r->known);
+		out[i] = (struct store_out){.type = STORE_REC_DATA,
+					    .ino = r->ino,
+					    .path = r->path,
+					    .path_len = path_len,
+					    .data = r->iov,
+					    .ndata = r->len ? r->iovcnt : 0,
+					    .len = r->len,
+					    .crcs = r->crcs,
+					    .ext = &r->ext};
+	}
+	npre = store_take_names(st, pre, &pre_bytes);
+	rc = store_append_rec(st, out, n, pre, npre, pre_bytes, NULL);
+	free(out);
 	return rc;
 }
 
@@ -607,25 +622,18 @@ int store_append_iov(struct store *st, uint64_t ino, const char *path,
 		     const struct iovec *iov, int iovcnt, uint64_t len,
 		     uint32_t *crcs, uint32_t known, struct kv_extent *ext)
 {
-	struct iovec pre[STORE_NAMES_MAX];
-	size_t path_len = strlen(path);
-	uint64_t pre_bytes;
-	unsigned npre;
+	struct store_rec r = {.ino = ino,
+			      .path = path,
+			      .iov = iov,
+			      .iovcnt = iovcnt,
+			      .len = len,
+			      .crcs = crcs,
+			      .known = known};
+	int rc = store_append_batch(st, &r, 1);
 
-	if (path_len > STORE_PATH_MAX) {
-		/* Only a rebuild reads the path; the bytes are what count. */
-		log_warn("inode %llu: its path (%zu bytes) is longer than a "
-			 "record keeps (%u): saved without it; a rebuilt index "
-			 "restores it under /lost+found",
-			 (unsigned long long)ino, path_len, STORE_PATH_MAX);
-		path_len = 0;
-	}
-	if (len)
-		store_chunk_crcs_iov(iov, iovcnt, len, crcs, known);
-	npre = store_take_names(st, pre, &pre_bytes);
-	return store_append_rec(st, STORE_REC_DATA, ino, path, path_len, iov,
-				len ? iovcnt : 0, len, crcs, pre, npre,
-				pre_bytes, ext);
+	if (rc == 0)
+		*ext = r.ext;
+	return rc;
 }
 
 int store_append(struct store *st, uint64_t ino, const char *path,
@@ -648,8 +656,7 @@ int store_flush_names(struct store *st)
 
 	if (n == 0)
 		return 0;
-	rc = store_append_rec(st, 0, 0, NULL, 0, NULL, 0, 0, NULL, pre, n,
-			      bytes, &ext);
+	rc = store_append_rec(st, NULL, 0, pre, n, bytes, &ext);
 	if (rc == 0)
 		store_append_done(st, ext.file_id);
 	return rc;
@@ -679,8 +686,13 @@ int store_append_meta(struct store *st, uint32_t type, uint64_t ino,
 	if (path_len > STORE_META_MAX)
 		return -ENAMETOOLONG;
 	if (!st->batch_names) {
-		rc = store_append_rec(st, type, ino, path, path_len, NULL, 0, 0,
-				      NULL, NULL, 0, 0, &ext);
+		struct store_out o = {.type = type,
+				      .ino = ino,
+				      .path = path,
+				      .path_len = path_len,
+				      .ext = &ext};
+
+		rc = store_append_rec(st, &o, 1, NULL, 0, 0, NULL);
 		if (rc == 0)
 			store_append_done(st, ext.file_id);
 		return rc;
@@ -738,201 +750,6 @@ int store_horizons(struct store *st, uint32_t *ids, uint64_t *offs, size_t max)
 	return (int)n;
 }
 
-/* The calling thread's read buffer, at least len bytes, KV_ALIGN-aligned. */
-static void *store_rbuf_get(size_t len)
-{
-	struct store_rbuf *rb;
-
-	pthread_once(&store_rbuf_once, store_rbuf_key_init);
-	rb = pthread_getspecific(store_rbuf_key);
-	if (!rb) {
-		rb = calloc(1, sizeof(*rb));
-		if (!rb)
-			return NULL;
-		if (pthread_setspecific(store_rbuf_key, rb) != 0) {
-			free(rb);
-			return NULL;
-		}
-	}
-	if (rb->cap < len) {
-		void *p;
-		size_t cap = len < (1u << 20) + 2 * KV_CHUNK_SIZE
-				     ? (1u << 20) + 2 * KV_CHUNK_SIZE
-				     : len;
-
-		if (posix_memalign(&p, KV_ALIGN, cap) != 0)
-			return NULL;
-		free(rb->buf);
-		rb->buf = p;
-		rb->cap = cap;
-	}
-	return rb->buf;
-}
-
-/*
- * Reads the bytes of the iovecs at off, looping over short reads;
- * -ENODATA when the file ends before them.
- */
-static int store_read_all(struct store *st, int fd, struct iovec *iov,
-			  int iovcnt, uint64_t off)
-{
-	uint64_t fsize;
-	int retries = 0;
-	int rc;
-
-	while (iovcnt > 0) {
-		ssize_t n = st->ops.preadv(st->ops.ctx, fd, iov, iovcnt, off);
-
-		if (n == -EINTR || n == -EAGAIN) {
-			if (++retries > STORE_RETRIES)
-				return (int)n;
-			continue;
-		}
-		if (n < 0)
-			return (int)n;
-		if (n == 0) {
-			/* EOF inside the record: prove it with the size. */
-			rc = st->ops.size(st->ops.ctx, fd, &fsize);
-			if (rc < 0)
-				return rc;
-			return fsize <= off ? -ENODATA : -EIO;
-		}
-		off += (uint64_t)n;
-		store_iov_advance(&iov, &iovcnt, (size_t)n);
-	}
-	return 0;
-}
-
-/*
- * Reads [rstart, rend) of the record at ext into bufs, seg bytes in each
- * (the last holds the rest), at most STORE_IOV_MAX buffers a request, and
- * checks the chunks of [off, end) against crcs (NULL: no check); rstart
- * and rend are the KV_ALIGN-aligned (and, with crcs, chunk-aligned) span
- * around them, seg a KV_CHUNK_SIZE multiple when there is more than one.
- */
-static int store_read_span(struct store *st, const struct kv_extent *ext,
-			   const uint32_t *crcs, uint64_t off, uint64_t end,
-			   uint64_t rstart, uint64_t rend, char *const *bufs,
-			   uint64_t seg)
-{
-	struct iovec iov[STORE_IOV_MAX];
-	uint64_t pos = rstart;
-	int fd, rc = 0;
-
-	fd = store_file_fd(st, ext->file_id);
-	if (fd == -ENOENT) {
-		rc = -ENODATA;
-		goto out_err;
-	}
-	if (fd < 0) {
-		rc = fd;
-		goto out_err;
-	}
-	for (size_t b = 0; rc == 0 && pos < rend;) {
-		uint64_t from = pos;
-		int cnt = 0;
-
-		for (; cnt < STORE_IOV_MAX && pos < rend; cnt++, b++) {
-			uint64_t l = rend - pos < seg ? rend - pos : seg;
-
-			iov[cnt] = (struct iovec){.iov_base = bufs[b],
-						  .iov_len = (size_t)l};
-			pos += l;
-		}
-		rc = store_read_all(st, fd, iov, cnt,
-				    ext->off + ext->hdr_len + from);
-	}
-	if (rc < 0)
-		goto out_err;
-	if (crcs) {
-		uint32_t c0 = (uint32_t)(off / KV_CHUNK_SIZE);
-		uint32_t c1 = (uint32_t)((end - 1) / KV_CHUNK_SIZE);
-
-		for (uint32_t c = c0; c <= c1; c++) {
-			uint64_t cs = (uint64_t)c * KV_CHUNK_SIZE;
-			uint64_t clen = ext->len - cs < KV_CHUNK_SIZE
-						? ext->len - cs
-						: KV_CHUNK_SIZE;
-			const char *p =
-				bufs[(cs - rstart) / seg] + (cs - rstart) % seg;
-
-			if (crc32c(0, p, clen) != crcs[c]) {
-				rc = -EBADMSG;
-				goto out_err;
-			}
-		}
-	}
-	atomic_fetch_add(&st->stats.reads, 1);
-	atomic_fetch_add(&st->stats.read_bytes, end - off);
-	return 0;
-out_err:
-	if (rc == -ENODATA)
-		atomic_fetch_add(&st->stats.short_records, 1);
-	else if (rc == -EBADMSG)
-		atomic_fetch_add(&st->stats.crc_errors, 1);
-	else
-		atomic_fetch_add(&st->stats.io_errors, 1);
-	return rc;
-}
-
-int store_read(struct store *st, const struct kv_extent *ext,
-	       const uint32_t *crcs, uint64_t off, size_t len,
-	       const void **data, size_t *n)
-{
-	uint64_t end, rstart, rend;
-	char *buf;
-	int rc;
-
-	*n = 0;
-	if (off >= ext->len || len == 0)
-		return 0;
-	end = len < ext->len - off ? off + len : ext->len;
-	rstart = off;
-	rend = end;
-	if (crcs) {
-		rstart = off / KV_CHUNK_SIZE * KV_CHUNK_SIZE;
-		rend = (end + KV_CHUNK_SIZE - 1) / KV_CHUNK_SIZE *
-		       KV_CHUNK_SIZE;
-		if (rend > ext->len)
-			rend = ext->len;
-	}
-	rstart &= ~(uint64_t)(KV_ALIGN - 1);
-	rend = kv_align_up(rend);
-	buf = store_rbuf_get(rend - rstart);
-	if (!buf)
-		return -ENOMEM;
-	rc = store_read_span(st, ext, crcs, off, end, rstart, rend, &buf,
-			     rend - rstart);
-	if (rc < 0)
-		return rc;
-	*data = buf + (off - rstart);
-	*n = end - off;
-	return 0;
-}
-
-int store_read_segs(struct store *st, const struct kv_extent *ext,
-		    const uint32_t *crcs, uint64_t off, size_t len,
-		    char *const *bufs, size_t seg, size_t *n)
-{
-	uint64_t end;
-	int rc;
-
-	*n = 0;
-	if (off % KV_CHUNK_SIZE || seg == 0 || seg % KV_CHUNK_SIZE)
-		return -EINVAL;
-	if (off >= ext->len || len == 0)
-		return 0;
-	end = len < ext->len - off ? off + len : ext->len;
-	for (uint64_t b = 0; b * seg < end - off; b++)
-		if ((uintptr_t)bufs[b] % KV_ALIGN)
-			return -EINVAL;
-	rc = store_read_span(st, ext, crcs, off, end, off, kv_align_up(end),
-			     bufs, seg);
-	if (rc == 0)
-		*n = end - off;
-	return rc;
-}
-
 int store_free_run(struct store *st, const struct kv_extent *exts, size_t n,
 		   uint64_t file_refs)
 {
@@ -988,11 +805,6 @@ void store_drop_file(struct store *st, uint32_t file_id)
 		close(f->fd);
 		free(f);
 	}
-}
-
-void *store_buf(size_t len)
-{
-	return store_rbuf_get(len);
 }
 
 const struct store_io_ops *store_io(struct store *st)

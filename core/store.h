@@ -85,6 +85,24 @@ int store_append(struct store *st, uint64_t ino, const char *path,
 int store_append_iov(struct store *st, uint64_t ino, const char *path,
 		     const struct iovec *iov, int iovcnt, uint64_t len,
 		     uint32_t *crcs, uint32_t known, struct kv_extent *ext);
+/* One record of store_append_batch(): store_append_iov()'s arguments. */
+struct store_rec {
+	uint64_t ino;
+	const char *path; /* borrowed */
+	const struct iovec *iov;
+	int iovcnt;
+	uint64_t len;
+	uint32_t *crcs; /* kv_nchunks(len) values, known of them set */
+	uint32_t known;
+	struct kv_extent ext; /* out: where it landed */
+};
+/*
+ * Appends the n records of recs one after the other in one write to the
+ * calling thread's lane, as n store_append_iov() calls would, each with
+ * its own extent and its own store_append_done(). All or none: on an
+ * error no record is appended.
+ */
+int store_append_batch(struct store *st, struct store_rec *recs, size_t n);
 /*
  * Appends a name record: ino is now called path (with batch_names, later:
  * see store_config; the record's sequence number is taken now).

@@ -270,6 +270,8 @@ int ctlproto_response_parse(const char *text, struct ctlproto_json *out);
 	  "The most memory queued for saving at once since the mount.")        \
 	X(WB_APPENDS, "wb_appends_total", counter,                             \
 	  "Records appended by the write-behind writers.")                     \
+	X(WB_WRITES, "wb_writes_total", counter,                               \
+	  "Writes of those records (small files' records go several to one).") \
 	X(WB_COMMITS, "wb_commits_total", counter,                             \
 	  "Batches of saves written to the index (in its next commit).")       \
 	X(WB_CANCELLED, "wb_cancelled_total", counter,                         \

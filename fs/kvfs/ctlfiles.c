@@ -222,6 +222,7 @@ static void fs_ctl_stats(struct fs *fs, struct tbuf *t)
 	ctlproto_metric_put(t, CTLPROTO_M_WB_QUEUED_BYTES, ws.queued_bytes);
 	ctlproto_metric_put(t, CTLPROTO_M_WB_QUEUED_PEAK_BYTES, ws.peak_bytes);
 	ctlproto_metric_put(t, CTLPROTO_M_WB_APPENDS, ws.appends);
+	ctlproto_metric_put(t, CTLPROTO_M_WB_WRITES, ws.writes);
 	ctlproto_metric_put(t, CTLPROTO_M_WB_COMMITS, ws.commits);
 	ctlproto_metric_put(t, CTLPROTO_M_WB_CANCELLED, ws.cancelled);
 	ctlproto_metric_put(t, CTLPROTO_M_WB_FAILED, ws.failed);

@@ -33,6 +33,19 @@
 #define WB_NICE 5
 /* Most saves committed in one index transaction. */
 #define WB_BATCH 256
+/*
+ * Most saves a writer appends in one write, and the most bytes: small
+ * files queued together go to the lane in one step (one I/O, one wake-up
+ * of the committer), a file of this size or more alone.
+ */
+#define WB_APPEND_JOBS 32
+#define WB_APPEND_BYTES (1u << 20)
+/*
+ * How long a writer lets small saves gather into one append (ns), unless
+ * someone waits for them (fsync, sync, unmount) or they fill one: the
+ * FLUSH has returned already, so only a crash sees the difference.
+ */
+#define WB_LINGER_NS 5000000ll
 /* Slices in which waiters look for an interrupt (ns). */
 #define WB_SLICE_NS 100000000ll
 
@@ -43,6 +56,7 @@ struct wb_job {
 	struct wb_job *next;
 	struct node *n; /* pinned until the job is done */
 	int64_t mtime_ns;
+	int64_t queued_ns;   /* when the FLUSH queued it (monotonic) */
 	uint64_t charged;    /* budget bytes: the segments */
 	uint64_t reserved;   /* capacity bytes counted as used at the FLUSH */
 	uint64_t span;	     /* disk bytes its record will take */
@@ -68,6 +82,11 @@ struct wb {
 	uint64_t outstanding;	      /* queued, running or landed */
 	atomic_uint_fast64_t span;    /* disk bytes their records will take */
 	int stop;
+	uint64_t qspan;	    /* disk bytes of the queued jobs' records */
+	unsigned qjobs;	    /* queued jobs */
+	unsigned running;   /* writers appending a batch */
+	unsigned lingering; /* writers letting small saves gather */
+	unsigned waiting;   /* threads waiting for saves (wb_wait) */
 	unsigned nwriters;
 	pthread_t *writers;
 	pthread_t committer;
@@ -125,6 +144,12 @@ static void wb_unreserve(struct fs *fs, struct wb *wb, struct wb_job *j,
 		fs->up.reserved(fs->up.ctx, -(int64_t)j->reserved);
 	if (landed && fs->up.used)
 		fs->up.used(fs->up.ctx, (int64_t)landed);
+}
+
+/* Whether the queued jobs fill one append. wb->lock held. */
+static int wb_batch_full(const struct wb *wb)
+{
+	return wb->qspan >= WB_APPEND_BYTES || wb->qjobs >= WB_APPEND_JOBS;
 }
 
 int wb_save_locked(struct fs *fs, struct node *n)
@@ -206,13 +231,23 @@ int wb_save_locked(struct fs *fs, struct node *n)
 			prev->superseded = 1;
 	}
 	n->wb = &j->b;
+	j->queued_ns = (int64_t)clock_monotonic_ns();
 	wb_job_to(&wb->qhead, &wb->qtail, j);
+	wb->qspan += j->span;
+	wb->qjobs++;
 	wb->outstanding++;
 	queued =
 		atomic_fetch_add(&fs->wb_queued_bytes, j->charged) + j->charged;
 	if (queued > wb->st.peak_bytes)
 		wb->st.peak_bytes = queued;
-	pthread_cond_signal(&wb->work);
+	/*
+	 * Small saves gather for a writer that lingers or appends (it takes
+	 * this one with its next batch): waking another for each would cost
+	 * a wake-up and an I/O per file. A full batch, or a large file, goes
+	 * at once, at full queue depth.
+	 */
+	if ((wb->running == 0 && wb->lingering == 0) || wb_batch_full(wb))
+		pthread_cond_signal(&wb->work);
 	pthread_mutex_unlock(&wb->lock);
 	return 0;
 }
@@ -220,9 +255,10 @@ int wb_save_locked(struct fs *fs, struct node *n)
 /*
  * The first queued job a writer may take: dropped ones at once, others
  * only while no other save of the same node is being appended (the
- * committer then sees one node's saves in FLUSH order). wb->lock held.
+ * committer then sees one node's saves in FLUSH order), and only when its
+ * record takes at most room bytes. wb->lock held.
  */
-static struct wb_job *wb_pick(struct wb *wb)
+static struct wb_job *wb_pick(struct wb *wb, uint64_t room)
 {
 	struct wb_job **pp = &wb->qhead, *prev = NULL;
 
@@ -231,9 +267,13 @@ static struct wb_job *wb_pick(struct wb *wb)
 			pp = &j->next;
 			continue;
 		}
+		if (!j->superseded && j->span > room)
+			return NULL;
 		*pp = j->next;
 		if (wb->qtail == j)
 			wb->qtail = prev;
+		wb->qspan -= j->span;
+		wb->qjobs--;
 		j->state = WB_RUNNING;
 		if (!j->superseded)
 			j->n->wb_writing++;
@@ -242,14 +282,69 @@ static struct wb_job *wb_pick(struct wb *wb)
 	return NULL;
 }
 
-/* Appends job j's bytes as a record (the writer's part of a save). */
-static void wb_append(struct fs *fs, struct wb_job *j)
+/*
+ * The jobs a writer appends in one write, into jobs (at most
+ * WB_APPEND_JOBS): the first pickable one, then the next ones while their
+ * records fit in WB_APPEND_BYTES with it. wb->lock held.
+ */
+static size_t wb_pick_batch(struct wb *wb, struct wb_job **jobs)
+{
+	uint64_t used = 0;
+	size_t k = 0;
+	struct wb_job *j;
+
+	while (k < WB_APPEND_JOBS &&
+	       (j = wb_pick(wb, k == 0 ? UINT64_MAX
+				: used < WB_APPEND_BYTES
+					? WB_APPEND_BYTES - used
+					: 0))) {
+		jobs[k++] = j;
+		if (!j->superseded)
+			used += j->span;
+	}
+	return k;
+}
+
+/*
+ * Whether job j has bytes to append; sets j->unlinked. A job of a file
+ * that lost its last name, or of an empty one, appends nothing. A file
+ * renamed since its FLUSH (the engine's temporary name) is recorded under
+ * its name now, so that no name record has to follow.
+ */
+static int wb_has_bytes(struct fs *fs, struct wb_job *j)
 {
 	struct node *n = j->n;
-	uint64_t size = j->b.size;
-	struct iovec *iov = NULL;
-	const char *path = j->path;
-	int rc, cnt;
+	unsigned gen;
+	char *path;
+
+	if (j->superseded)
+		return 0;
+	pthread_rwlock_rdlock(&n->rw);
+	j->unlinked = n->attr.nlink == 0;
+	pthread_rwlock_unlock(&n->rw);
+	if (j->unlinked || j->b.size == 0)
+		return 0;
+	gen = atomic_load(&n->name_gen);
+	if (gen != j->name_gen && (path = node_path(fs, n))) {
+		free(j->path);
+		j->path = path;
+		j->name_gen = gen;
+	}
+	return 1;
+}
+
+/*
+ * Appends the bytes of the k jobs as records, in one write (the writer's
+ * part of a save): each job gets its extent, or its error in j->rc.
+ * Whether it wrote.
+ */
+static int wb_append(struct fs *fs, struct wb_job **jobs, size_t k)
+{
+	struct store_rec recs[WB_APPEND_JOBS];
+	struct wb_job *ours[WB_APPEND_JOBS];
+	struct iovec *iov[WB_APPEND_JOBS] = {0};
+	size_t m = 0;
+	int rc = 0;
 
 #ifdef KVFS_FAULT_INJECTION
 	unsigned delay = atomic_load(&fs->fault_wb_delay_ms);
@@ -257,41 +352,74 @@ static void wb_append(struct fs *fs, struct wb_job *j)
 	if (delay)
 		usleep(delay * 1000u);
 #endif
-	pthread_rwlock_rdlock(&n->rw);
-	j->unlinked = n->attr.nlink == 0;
-	pthread_rwlock_unlock(&n->rw);
-	if (j->unlinked || size == 0)
-		return;
-	j->crcs = calloc(kv_nchunks(size), sizeof(*j->crcs));
-	iov = calloc(j->b.nsegs + 1, sizeof(*iov));
-	if (!j->crcs || !iov) {
-		rc = -ENOMEM;
-		goto out;
+	for (size_t i = 0; i < k; i++)
+		if (wb_has_bytes(fs, jobs[i]))
+			ours[m++] = jobs[i];
+	for (size_t i = 0; i < m && rc == 0; i++) {
+		struct wb_job *j = ours[i];
+		uint64_t size = j->b.size;
+
+		j->crcs = calloc(kv_nchunks(size), sizeof(*j->crcs));
+		iov[i] = calloc(j->b.nsegs + 1, sizeof(*iov[i]));
+		if (!j->crcs || !iov[i]) {
+			rc = -ENOMEM;
+			break;
+		}
+		recs[i] = (struct store_rec){
+			.ino = j->n->ino,
+			.path = j->path,
+			.iov = iov[i],
+			.iovcnt = node_segs_iov(j->b.segs, 0, kv_align_up(size),
+						iov[i]),
+			.len = size,
+			.crcs = j->crcs,
+			.known = node_crcs_known(j->b.crcs, j->b.ncrcs, size,
+						 j->crcs)};
 	}
 #ifdef KVFS_FAULT_INJECTION
-	rc = -atomic_load(&fs->fault_wb_error);
-	if (rc < 0)
-		goto out;
+	if (rc == 0)
+		rc = -atomic_load(&fs->fault_wb_error);
 #endif
-	/* Room was made at the FLUSH (wb_reserve). */
-	cnt = node_segs_iov(j->b.segs, 0, kv_align_up(size), iov);
-	rc = store_append_iov(
-		fs->store, n->ino, path, iov, cnt, size, j->crcs,
-		node_crcs_known(j->b.crcs, j->b.ncrcs, size, j->crcs), &j->ext);
-out:
-	if (rc < 0)
-		log_warn("cannot save %s (inode %llu, %llu bytes): %s; it "
-			 "goes back to its last saved state",
-			 path, (unsigned long long)n->ino,
-			 (unsigned long long)size, strerror(-rc));
-	j->rc = rc;
-	free(iov);
+	/* Room was made at each FLUSH (wb_reserve). */
+	if (rc == 0 && m > 0)
+		rc = store_append_batch(fs->store, recs, m);
+	for (size_t i = 0; i < m; i++) {
+		struct wb_job *j = ours[i];
+
+		if (rc < 0)
+			log_warn("cannot save %s (inode %llu, %llu bytes): "
+				 "%s; it goes back to its last saved state",
+				 j->path, (unsigned long long)j->n->ino,
+				 (unsigned long long)j->b.size, strerror(-rc));
+		else
+			j->ext = recs[i].ext;
+		j->rc = rc;
+		free(iov[i]);
+	}
+	return rc == 0 && m > 0;
+}
+
+/*
+ * How long (ns) a writer lets the queued saves gather before it takes
+ * them, or 0: take them now. wb->lock held.
+ */
+static int64_t wb_linger_ns(const struct wb *wb)
+{
+	int64_t left;
+
+	if (!wb->qhead || wb->stop || wb->waiting || wb_batch_full(wb))
+		return 0;
+	left = wb->qhead->queued_ns + WB_LINGER_NS -
+	       (int64_t)clock_monotonic_ns();
+	return left > 0 ? left : 0;
 }
 
 static void *wb_writer(void *arg)
 {
 	struct wb *wb = arg;
-	struct wb_job *j;
+	struct wb_job *jobs[WB_APPEND_JOBS];
+	size_t k;
+	int wrote;
 
 	/*
 	 * Below the request handlers: on a busy host the CPU goes first to
@@ -303,23 +431,48 @@ static void *wb_writer(void *arg)
 
 	pthread_mutex_lock(&wb->lock);
 	for (;;) {
-		while (!(j = wb_pick(wb)) && !wb->stop)
-			pthread_cond_wait(&wb->work, &wb->lock);
-		if (!j)
+		int64_t linger = wb_linger_ns(wb);
+
+		if (linger) {
+			struct timespec ts = clock_ts(clock_realtime_ns() +
+						      (uint64_t)linger);
+
+			wb->lingering++;
+			pthread_cond_timedwait(&wb->work, &wb->lock, &ts);
+			wb->lingering--;
+			continue;
+		}
+		k = wb_pick_batch(wb, jobs);
+		if (!k && wb->stop)
 			break;
+		if (!k) {
+			pthread_cond_wait(&wb->work, &wb->lock);
+			continue;
+		}
+		/* What it leaves behind goes to another writer. */
+		if (wb->qhead)
+			pthread_cond_signal(&wb->work);
+		wb->running++;
 		pthread_mutex_unlock(&wb->lock);
-		if (!j->superseded)
-			wb_append(wb->fs, j);
+		wrote = wb_append(wb->fs, jobs, k);
 		pthread_mutex_lock(&wb->lock);
-		if (!j->superseded)
-			j->n->wb_writing--;
-		j->state = WB_LANDED;
-		if (j->ext.file_id)
-			wb->st.appends++;
-		wb_job_to(&wb->lhead, &wb->ltail, j);
+		wb->running--;
+		wb->st.writes += wrote;
+		for (size_t i = 0; i < k; i++) {
+			struct wb_job *j = jobs[i];
+
+			if (!j->superseded)
+				j->n->wb_writing--;
+			j->state = WB_LANDED;
+			if (j->ext.file_id)
+				wb->st.appends++;
+			wb_job_to(&wb->lhead, &wb->ltail, j);
+		}
+		/*
+		 * A save of the same node that this one held back is this
+		 * writer's to take now, as it loops.
+		 */
 		pthread_cond_signal(&wb->landed);
-		/* A save of the same node may be pickable now. */
-		pthread_cond_broadcast(&wb->work);
 	}
 	pthread_mutex_unlock(&wb->lock);
 	return NULL;
@@ -583,6 +736,9 @@ static int wb_wait(struct wb *wb, int64_t deadline, int (*stop)(void *),
 	int rc = 0;
 
 	pthread_mutex_lock(&wb->lock);
+	/* Writers letting small saves gather take them now. */
+	wb->waiting++;
+	pthread_cond_broadcast(&wb->work);
 	while (!done(wb, darg)) {
 		struct timespec ts;
 
@@ -598,6 +754,7 @@ static int wb_wait(struct wb *wb, int64_t deadline, int (*stop)(void *),
 		ts = clock_ts(clock_realtime_ns() + WB_SLICE_NS);
 		pthread_cond_timedwait(&wb->idle, &wb->lock, &ts);
 	}
+	wb->waiting--;
 	pthread_mutex_unlock(&wb->lock);
 	return rc;
 }

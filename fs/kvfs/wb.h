@@ -50,6 +50,7 @@ struct wb_stats {
 	uint64_t queued_bytes; /* their bytes */
 	uint64_t peak_bytes;   /* the most queued bytes at once */
 	uint64_t appends;      /* records appended by the writers */
+	uint64_t writes;       /* their writes (several records in one) */
 	uint64_t commits;      /* index transactions of the committer */
 	uint64_t cancelled;    /* saves dropped: unlinked or superseded */
 	uint64_t failed;       /* saves that failed (the file reverted) */

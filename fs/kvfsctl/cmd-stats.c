@@ -265,12 +265,13 @@ static void kc_stats_text(const struct kc_metrics *ms)
 	printf("verdicts       %12s  held; %s lookups parked\n",
 	       kc_num(a, sizeof(a), M(CTLPROTO_M_VERDICTS)),
 	       kc_num(b, sizeof(b), M(CTLPROTO_M_LOOKUPS_PARKED)));
-	printf("write-behind   %12s  files queued (%s, peak %s); appends %s, "
-	       "commits %s, cancelled %s, failed %s\n",
+	printf("write-behind   %12s  files queued (%s, peak %s); appends %s "
+	       "in %s writes, commits %s, cancelled %s, failed %s\n",
 	       kc_num(a, sizeof(a), M(CTLPROTO_M_WB_QUEUED_FILES)),
 	       kc_size_metric(b, sizeof(b), M(CTLPROTO_M_WB_QUEUED_BYTES)),
 	       kc_size_metric(c, sizeof(c), M(CTLPROTO_M_WB_QUEUED_PEAK_BYTES)),
 	       kc_num(d, sizeof(d), M(CTLPROTO_M_WB_APPENDS)),
+	       kc_num(e, sizeof(e), M(CTLPROTO_M_WB_WRITES)),
 	       kc_num(f, sizeof(f), M(CTLPROTO_M_WB_COMMITS)),
 	       kc_num(g, sizeof(g), M(CTLPROTO_M_WB_CANCELLED)),
 	       kc_num(h, sizeof(h), M(CTLPROTO_M_WB_FAILED)));

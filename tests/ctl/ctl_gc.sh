@@ -1,9 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # kvfsctl gc on an unmounted data directory:
-#  - dead space made through a mount: blocks stored with the engine's
-#    sequence (temp name, rename: a name record each), most of them then
-#    deleted or replaced by a rename over them;
+#  - dead space made through a mount: blocks stored, synced, then renamed
+#    to their names (a name record each: a rename after the save; one
+#    before it only changes the name the record is written under), most
+#    of them then deleted or replaced by a rename over them;
 #  - gc refuses a mounted data directory, a locked one, bad paths and bad
 #    options (exit 2, nothing changed);
 #  - gc --dry-run changes nothing; gc compacts: du of data/ drops, fsck
@@ -39,11 +40,16 @@ MNT=$(realpath "$T_MNT")
 DATA=$(realpath "$T_DATA")
 mkdir -p "$MNT"/d0 "$MNT"/d1 "$MNT"/d2 "$MNT"/d3 || t_fail "mkdir"
 for k in $(seq 1 $N); do
-	expect "$LP" store "$MNT/d$((k % 4))/k$k.bin" $BLK $k = "store: stored"
+	expect "$LP" store "$MNT/d$((k % 4))/t$k.bin" $BLK $k = "store: stored"
 	SEED[$k]=$k
 done
+"$KC" sync "$MNT" >/dev/null || t_fail "kvfsctl sync"
+for k in $(seq 1 $N); do
+	mv "$MNT/d$((k % 4))/t$k.bin" "$MNT/d$((k % 4))/k$k.bin" ||
+		t_fail "mv t$k.bin"
+done
 # Most blocks go: every third is deleted, every third is replaced by a
-# block stored under another name and renamed over it.
+# block stored under another name and renamed over it once saved.
 for k in $(seq 1 $N); do
 	p="$MNT/d$((k % 4))/k$k.bin"
 	case $((k % 3)) in
@@ -54,10 +60,14 @@ for k in $(seq 1 $N); do
 	1)
 		expect "$LP" store "$MNT/d$((k % 4))/new$k.bin" $BLK $((k + 1000)) \
 			= "store: stored"
-		mv -f "$MNT/d$((k % 4))/new$k.bin" "$p" || t_fail "mv over $p"
 		SEED[$k]=$((k + 1000))
 		;;
 	esac
+done
+"$KC" sync "$MNT" >/dev/null || t_fail "kvfsctl sync"
+for k in $(seq 1 3 $N); do
+	mv -f "$MNT/d$((k % 4))/new$k.bin" "$MNT/d$((k % 4))/k$k.bin" ||
+		t_fail "mv over k$k.bin"
 done
 # More deletions, so that the data files are mostly dead.
 for k in $(seq 1 $((2 * N / 3))); do

@@ -323,6 +323,90 @@ static void ts_fault_loop_append(struct ts_ctx *t, int err)
 	ts_rec_free(&r);
 }
 
+/* The n records of r as store_append_batch() takes them, one iovec each. */
+static void ts_batch_recs(struct ts_rec *r, struct iovec *iov,
+			  struct store_rec *recs, const char *const *paths,
+			  size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		iov[i] = (struct iovec){.iov_base = r[i].buf,
+					.iov_len = kv_align_up(r[i].len)};
+		recs[i] = (struct store_rec){.ino = 50 + i,
+					     .path = paths[i],
+					     .iov = &iov[i],
+					     .iovcnt = 1,
+					     .len = r[i].len,
+					     .crcs = r[i].crcs};
+	}
+}
+
+/*
+ * Records appended together go out in one write, back to back, each with
+ * its own extent, header and pin; a failed write leaves none of them.
+ */
+static void test_append_batch(void **state)
+{
+	static const char *const paths[] = {"/b/0", "/b/1", "/b/2"};
+	static const uint64_t lens[] = {5000, KV_CHUNK_SIZE + 1, 4096};
+	struct ts_ctx *t = *state;
+	struct fake_io_rule *w = &t->fio.rule[FAKE_IO_PWRITEV];
+	struct store_rec recs[3];
+	struct iovec iov[3];
+	struct ts_rec r[3];
+	uint64_t pos = 0, seq = 0;
+	uint32_t ids[2];
+	uint64_t offs[2];
+
+	t->st = ts_open_cfg(t, 1, 0, 0, 1);
+	for (size_t i = 0; i < 3; i++)
+		ts_rec_init(&r[i], lens[i], 60 + (uint32_t)i);
+	/* The second write call fails: nothing of the batch stays. */
+	fake_io_clear(&t->fio);
+	w->max_xfer = 65536;
+	w->fail_at = 2;
+	w->fail_err = -EIO;
+	ts_batch_recs(r, iov, recs, paths, 3);
+	assert_int_equal(store_append_batch(t->st, recs, 3), -EIO);
+	assert_int_equal(ts_file_size(t, 1), 0);
+	assert_int_equal(ts_stats(t->st).appends, 0);
+	/* Every pin went with it: the file is quiet at 0. */
+	assert_int_equal(store_horizons(t->st, ids, offs, 2), 0);
+
+	fake_io_clear(&t->fio);
+	ts_batch_recs(r, iov, recs, paths, 3);
+	assert_int_equal(store_append_batch(t->st, recs, 3), 0);
+	assert_int_equal(fake_io_calls(&t->fio, FAKE_IO_PWRITEV), 1);
+	assert_int_equal(ts_stats(t->st).appends, 3);
+	for (size_t i = 0; i < 3; i++) {
+		struct store_hdr h;
+		unsigned char *hb;
+
+		r[i].ext = recs[i].ext;
+		assert_int_equal(r[i].ext.file_id, 1);
+		assert_int_equal(r[i].ext.off, pos);
+		assert_int_equal(r[i].ext.len, lens[i]);
+		pos += kv_extent_span(&r[i].ext);
+		hb = ts_read_hdr(t, 1, r[i].ext.off, &h);
+		assert_int_equal(h.ino, 50 + i);
+		assert_int_equal(h.len, lens[i]);
+		assert_memory_equal(h.path, paths[i], strlen(paths[i]));
+		assert_true(h.seq > seq);
+		seq = h.seq;
+		ts_free(hb);
+		ts_check_read(t->st, &r[i], 0, (size_t)lens[i]);
+	}
+	assert_int_equal(ts_file_size(t, 1), pos);
+	/* One pin per record: quiet only when the last is done. */
+	store_append_done(t->st, 1);
+	store_append_done(t->st, 1);
+	assert_int_equal(store_horizons(t->st, ids, offs, 2), 0);
+	store_append_done(t->st, 1);
+	assert_int_equal(store_horizons(t->st, ids, offs, 2), 1);
+	assert_int_equal(offs[0], pos);
+	for (size_t i = 0; i < 3; i++)
+		ts_rec_free(&r[i]);
+}
+
 static void test_fault_loop_append_eio(void **state)
 {
 	ts_fault_loop_append(*state, -EIO);
@@ -679,6 +763,7 @@ int main(void)
 		T(test_short_reads),
 		T(test_transient_write_retries),
 		T(test_transient_read_retries),
+		T(test_append_batch),
 		T(test_fault_loop_append_eio),
 		T(test_fault_loop_append_enospc),
 		T(test_fault_durable_sync),
