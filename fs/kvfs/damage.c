@@ -202,7 +202,8 @@ int fs_fault_read(struct fs *fs, uint64_t ino)
  * - "user.kvfs.fault.probe_delay_ms" = N on any inode: each probe sleeps N
  *   ms first.
  * - "user.kvfs.fault.wb_delay_ms" = N on any inode: each write-behind
- *   append sleeps N ms first (keeps the queue full).
+ *   write (of one save or of several small ones) sleeps N ms first
+ *   (keeps the queue full).
  * - "user.kvfs.fault.wb_error" = ERRNO on any inode: each write-behind
  *   append fails with it (0 stops).
  * - "user.kvfs.fault.ext_delay_ms" = N on any inode: each queued write to

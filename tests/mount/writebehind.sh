@@ -31,7 +31,15 @@
 #      fsync(2) of a file whose save failed reports EIO;
 #   f. (fault injection) a stored file rewritten, its new bytes queued,
 #      is evicted (kvfsctl evict): the name goes at once and the queued
-#      save is dropped (counted as cancelled), also after a remount.
+#      save is dropped (counted as cancelled), also after a remount;
+#   g. a write-only open sends no GETXATTR before its writes, a read-write
+#      one does, and a reader opened during a lone O_TRUNC rewrite caches
+#      no page;
+#   h. (fault injection) small files closed while a writer's write is
+#      held by the delay hook are appended together, fewer writes than
+#      records (kvfs_wb_writes_total), the first one under the name it was
+#      renamed to before its save; after a remount each is byte-exact
+#      under its name.
 # Every client call runs in the background with a bound: a call still
 # running after it is a hang, which fails the test (the daemons' threads go
 # to $T_TMP/daemon.threads).
@@ -631,6 +639,64 @@ PY
 	t_umount "$MNT"
 }
 
+# ---- h: small saves share a write ----
+SFILES=20 # case h: small files closed behind one delayed write
+case_small_batch() {
+	local d i a0 w0 appends writes
+	t_log "h: $SFILES small files closed while a write is held"
+	fresh h "$NOCACHE"
+	d=$MNT/s
+	mkdir "$d" || t_fail "h: mkdir"
+	# The first file's write sleeps 3 s; the others queue behind it and
+	# wake no writer (kvfs(7), write-behind writers).
+	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_delay_ms 3000
+	qstats "$MNT"
+	a0=$Q_APPENDS
+	kv_need "$MNT" wb_writes_total
+	w0=$OUT
+	for i in $(seq 1 $SFILES); do
+		expect 30 "write: OK" write "$d/s$i.tmp" $((4096 + i * 100)) \
+			$((200 + i))
+		mv "$d/s$i.tmp" "$d/s$i" || t_fail "h: rename s$i.tmp"
+	done
+	kc_sync h 120
+	qstats "$MNT"
+	kv_need "$MNT" wb_writes_total
+	appends=$((Q_APPENDS - a0))
+	writes=$((OUT - w0))
+	[ "$appends" -eq $SFILES ] ||
+		t_fail "h: $appends records appended for $SFILES files"
+	[ "$writes" -lt "$appends" ] ||
+		t_fail "h: $writes writes for $appends records: no two small" \
+			"saves shared a write"
+	t_log "h: $appends records in $writes writes"
+	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_delay_ms 0
+	t_umount "$MNT"
+	t_mount "$DATA" "$MNT" -o "$NOCACHE"
+	for i in $(seq 1 $SFILES); do
+		expect 30 "check: match" check "$d/s$i" $((4096 + i * 100)) \
+			$((200 + i))
+	done
+	t_umount "$MNT"
+	# The names the records carry: an index rebuilt from the data files
+	# alone finds each file under its final name, none under a temporary
+	# one.
+	rm -f "$DATA"/index.db*
+	"$KVFSCTL" fsck --rebuild-index "$DATA" >"$T_TMP/h.rebuild" 2>&1 ||
+		t_fail "h: fsck --rebuild-index: $(cat "$T_TMP/h.rebuild")"
+	t_mount "$DATA" "$MNT" -o "$NOCACHE"
+	for i in $(seq 1 $SFILES); do
+		expect 30 "check: match" check "$d/s$i" $((4096 + i * 100)) \
+			$((200 + i))
+	done
+	[ -z "$(find "$d" -name '*.tmp')" ] ||
+		t_fail "h: a rebuilt index lists temporary names:" \
+			"$(find "$d" -name '*.tmp')"
+	t_log "h: after a remount and a rebuilt index each file is" \
+		"byte-exact under its final name"
+	t_umount "$MNT"
+}
+
 t_init
 T_CLEANUP_HOOKS+=(wb_reap)
 [ "$T_MODE" = mount ] || t_finish
@@ -642,8 +708,9 @@ if [ "${KVFS_FAULT_INJECTION:-0}" = 1 ]; then
 	case_kill_waiter
 	case_save_error
 	case_evict_queued
+	case_small_batch
 else
-	t_log "c, d, e, f: skipped (the daemon has no fault injection:" \
+	t_log "c, d, e, f, h: skipped (the daemon has no fault injection:" \
 		"KVFS_FAULT_INJECTION=${KVFS_FAULT_INJECTION:-unset})"
 fi
 t_finish
