@@ -303,14 +303,17 @@ void store_iov_advance(struct iovec **iov, int *cnt, size_t n)
 	}
 }
 
-/* Writes all of iov at off, looping over short writes and retrying EINTR. */
-static int store_write_all(struct store *st, int fd, struct iovec *iov,
-			   int iovcnt, uint64_t off)
+int store_xfer_all(struct store *st, int fd, struct iovec *iov, int iovcnt,
+		   uint64_t off, int write)
 {
-	int retries = 0;
+	uint64_t fsize;
+	int retries = 0, rc;
 
 	while (iovcnt > 0) {
-		ssize_t n = st->ops.pwritev(st->ops.ctx, fd, iov, iovcnt, off);
+		ssize_t n = write ? st->ops.pwritev(st->ops.ctx, fd, iov,
+						    iovcnt, off)
+				  : st->ops.preadv(st->ops.ctx, fd, iov, iovcnt,
+						   off);
 
 		if (n == -EINTR || n == -EAGAIN) {
 			if (++retries > STORE_RETRIES)
@@ -319,8 +322,15 @@ static int store_write_all(struct store *st, int fd, struct iovec *iov,
 		}
 		if (n < 0)
 			return (int)n;
-		if (n == 0)
+		if (n == 0 && write)
 			return -EIO;
+		if (n == 0) {
+			/* EOF inside the record: prove it with the size. */
+			rc = st->ops.size(st->ops.ctx, fd, &fsize);
+			if (rc < 0)
+				return rc;
+			return fsize <= off ? -ENODATA : -EIO;
+		}
 		off += (uint64_t)n;
 		store_iov_advance(&iov, &iovcnt, (size_t)n);
 	}
@@ -464,7 +474,7 @@ static int store_write_iovs(struct store *st, int fd, struct iovec *iov,
 {
 	int rc = 0;
 
-	/* store_write_all consumes the iovecs it was given. */
+	/* store_xfer_all consumes the iovecs it was given. */
 	for (int done = 0; rc == 0 && done < niov;) {
 		int cnt = niov - done;
 		uint64_t bytes = 0;
@@ -473,7 +483,7 @@ static int store_write_iovs(struct store *st, int fd, struct iovec *iov,
 			cnt = STORE_IOV_MAX;
 		for (int i = 0; i < cnt; i++)
 			bytes += iov[done + i].iov_len;
-		rc = store_write_all(st, fd, iov + done, cnt, off);
+		rc = store_xfer_all(st, fd, iov + done, cnt, off, 1);
 		done += cnt;
 		off += bytes;
 	}
@@ -483,19 +493,21 @@ static int store_write_iovs(struct store *st, int fd, struct iovec *iov,
 /*
  * Appends npre whole records (pre: name records kept back, pre_bytes in
  * all, freed here) and then the n records of out, in one write; each
- * record's extent goes to its out->ext, and with n 0 (only the pre
- * records) the reservation's to *pre_ext. Each record pins the data file
- * until its store_append_done(), as a lone pre write does once.
+ * record's extent goes to its out->ext (meaningless on an error), and
+ * with n 0 (only the pre records) the reservation's to *pre_ext. Each
+ * record pins the data file until its store_append_done(), as a lone pre
+ * write does once.
  */
 static int store_append_rec(struct store *st, const struct store_out *out,
 			    size_t n, struct iovec *pre, unsigned npre,
 			    uint64_t pre_bytes, struct kv_extent *pre_ext)
 {
+	unsigned pins = n ? (unsigned)n : 1;
 	int niov = (int)npre;
 	struct iovec *iov = NULL;
 	void **hdrs = NULL;
 	struct store_file *f = NULL;
-	uint64_t off = 0, span = pre_bytes, pos;
+	uint64_t off = 0, span = pre_bytes;
 	int rc = 0;
 
 	for (size_t i = 0; i < n; i++) {
@@ -506,8 +518,6 @@ static int store_append_rec(struct store *st, const struct store_out *out,
 			goto out_free;
 		}
 		niov += 1 + out[i].ndata;
-		span += store_hdr_len(out[i].len, out[i].path_len) +
-			kv_align_up(out[i].len);
 	}
 	iov = calloc((size_t)niov + 1, sizeof(*iov));
 	hdrs = calloc(n + 1, sizeof(*hdrs));
@@ -517,6 +527,7 @@ static int store_append_rec(struct store *st, const struct store_out *out,
 	}
 	memcpy(iov, pre, npre * sizeof(*iov));
 	niov = (int)npre;
+	/* Each extent's offset from the write's start, until it is known. */
 	for (size_t i = 0; i < n; i++) {
 		const struct store_out *o = &out[i];
 		uint32_t hdr_len = store_hdr_len(o->len, o->path_len);
@@ -532,8 +543,11 @@ static int store_append_rec(struct store *st, const struct store_out *out,
 			(struct iovec){.iov_base = hdrs[i], .iov_len = hdr_len};
 		memcpy(iov + niov, o->data, (size_t)o->ndata * sizeof(*iov));
 		niov += o->ndata;
+		*o->ext = (struct kv_extent){
+			.hdr_len = hdr_len, .off = span, .len = o->len};
+		span += hdr_len + kv_align_up(o->len);
 	}
-	rc = store_reserve(st, span, n ? (unsigned)n : 1, &f, &off);
+	rc = store_reserve(st, span, pins, &f, &off);
 	if (rc < 0)
 		goto out_free;
 	rc = store_write_iovs(st, f->fd, iov, niov, off);
@@ -544,22 +558,16 @@ static int store_append_rec(struct store *st, const struct store_out *out,
 			atomic_fetch_add(&st->stats.io_errors, 1);
 		log_warn("append to %06u.kvd at %llu failed: %s", f->id,
 			 (unsigned long long)off, strerror(-rc));
-		store_unreserve(st, f, off, span, n ? (unsigned)n : 1);
+		store_unreserve(st, f, off, span, pins);
 		goto out_free;
 	}
-	pos = off + pre_bytes;
 	if (n == 0)
 		*pre_ext = (struct kv_extent){.file_id = f->id, .off = off};
 	for (size_t i = 0; i < n; i++) {
-		uint32_t hdr_len = store_hdr_len(out[i].len, out[i].path_len);
-
-		*out[i].ext = (struct kv_extent){.file_id = f->id,
-						 .hdr_len = hdr_len,
-						 .off = pos,
-						 .len = out[i].len};
-		pos += hdr_len + kv_align_up(out[i].len);
+		out[i].ext->file_id = f->id;
+		out[i].ext->off += off;
 	}
-	atomic_fetch_add(&st->stats.appends, n ? n : 1);
+	atomic_fetch_add(&st->stats.appends, pins);
 	atomic_fetch_add(&st->stats.append_bytes, span);
 out_free:
 	if (rc < 0 && npre)

@@ -75,6 +75,14 @@ struct store {
  * file does not exist or was removed behind the store's back.
  */
 int store_file_fd(struct store *st, uint32_t id);
+/*
+ * Writes (write) or reads all of the iovecs at off, looping over short
+ * transfers and retrying -EINTR/-EAGAIN a few times; consumes the iovecs.
+ * A write that moves nothing is -EIO; a read that meets the file's end is
+ * -ENODATA when the file ends before off (provably short), else -EIO.
+ */
+int store_xfer_all(struct store *st, int fd, struct iovec *iov, int iovcnt,
+		   uint64_t off, int write);
 /* Consumes the first n bytes of the iovecs *iov, *cnt of them. */
 void store_iov_advance(struct iovec **iov, int *cnt, size_t n);
 

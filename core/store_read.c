@@ -67,40 +67,6 @@ static void *store_rbuf_get(size_t len)
 }
 
 /*
- * Reads the bytes of the iovecs at off, looping over short reads;
- * -ENODATA when the file ends before them.
- */
-static int store_read_all(struct store *st, int fd, struct iovec *iov,
-			  int iovcnt, uint64_t off)
-{
-	uint64_t fsize;
-	int retries = 0;
-	int rc;
-
-	while (iovcnt > 0) {
-		ssize_t n = st->ops.preadv(st->ops.ctx, fd, iov, iovcnt, off);
-
-		if (n == -EINTR || n == -EAGAIN) {
-			if (++retries > STORE_RETRIES)
-				return (int)n;
-			continue;
-		}
-		if (n < 0)
-			return (int)n;
-		if (n == 0) {
-			/* EOF inside the record: prove it with the size. */
-			rc = st->ops.size(st->ops.ctx, fd, &fsize);
-			if (rc < 0)
-				return rc;
-			return fsize <= off ? -ENODATA : -EIO;
-		}
-		off += (uint64_t)n;
-		store_iov_advance(&iov, &iovcnt, (size_t)n);
-	}
-	return 0;
-}
-
-/*
  * Reads [rstart, rend) of the record at ext into bufs, seg bytes in each
  * (the last holds the rest), at most STORE_IOV_MAX buffers a request, and
  * checks the chunks of [off, end) against crcs (NULL: no check); rstart
@@ -136,8 +102,8 @@ static int store_read_span(struct store *st, const struct kv_extent *ext,
 						  .iov_len = (size_t)l};
 			pos += l;
 		}
-		rc = store_read_all(st, fd, iov, cnt,
-				    ext->off + ext->hdr_len + from);
+		rc = store_xfer_all(st, fd, iov, cnt,
+				    ext->off + ext->hdr_len + from, 0);
 	}
 	if (rc < 0)
 		goto out_err;

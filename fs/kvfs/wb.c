@@ -289,18 +289,15 @@ static struct wb_job *wb_pick(struct wb *wb, uint64_t room)
  */
 static size_t wb_pick_batch(struct wb *wb, struct wb_job **jobs)
 {
-	uint64_t used = 0;
+	uint64_t used = 0, room = UINT64_MAX; /* the first goes, any size */
 	size_t k = 0;
 	struct wb_job *j;
 
-	while (k < WB_APPEND_JOBS &&
-	       (j = wb_pick(wb, k == 0 ? UINT64_MAX
-				: used < WB_APPEND_BYTES
-					? WB_APPEND_BYTES - used
-					: 0))) {
+	while (k < WB_APPEND_JOBS && (j = wb_pick(wb, room))) {
 		jobs[k++] = j;
 		if (!j->superseded)
 			used += j->span;
+		room = used < WB_APPEND_BYTES ? WB_APPEND_BYTES - used : 0;
 	}
 	return k;
 }

@@ -37,9 +37,11 @@
 #      no page;
 #   h. (fault injection) small files closed while a writer's write is
 #      held by the delay hook are appended together, fewer writes than
-#      records (kvfs_wb_writes_total), the first one under the name it was
-#      renamed to before its save; after a remount each is byte-exact
-#      under its name.
+#      records (kvfs_wb_writes_total), each under the name it was renamed
+#      to before its save; such a write that fails fails each of its saves
+#      (new files removed, one log line each; a saved file keeps its
+#      bytes); after a remount and after an index rebuilt from the data
+#      files each is byte-exact under its name.
 # Every client call runs in the background with a bound: a call still
 # running after it is a hang, which fails the test (the daemons' threads go
 # to $T_TMP/daemon.threads).
@@ -642,7 +644,7 @@ PY
 # ---- h: small saves share a write ----
 SFILES=20 # case h: small files closed behind one delayed write
 case_small_batch() {
-	local d i a0 w0 appends writes
+	local d i a0 w0 f0 log nlog appends writes
 	t_log "h: $SFILES small files closed while a write is held"
 	fresh h "$NOCACHE"
 	d=$MNT/s
@@ -670,6 +672,38 @@ case_small_batch() {
 		t_fail "h: $writes writes for $appends records: no two small" \
 			"saves shared a write"
 	t_log "h: $appends records in $writes writes"
+	# A write of several that fails fails each of them: new files lose
+	# their names (one log line each), a saved one keeps its bytes.
+	log=${T_LOG[$MNT]}
+	nlog=$(nlines "$log" "removed: its bytes could not be saved")
+	kv_need "$MNT" wb_failed_total
+	f0=$OUT
+	kv_need "$MNT" wb_writes_total
+	w0=$OUT
+	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_error 5
+	expect 30 "write: OK" write "$d/s1" 4096 999
+	for i in 1 2 3 4 5; do
+		expect 30 "write: OK" write "$d/bad$i" 4096 $((300 + i))
+	done
+	kc_sync h 120
+	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_error 0
+	kv_need "$MNT" wb_failed_total
+	[ "$OUT" -eq $((f0 + 6)) ] ||
+		t_fail "h: kvfs_wb_failed_total $f0 -> $OUT (want 6 more)"
+	kv_need "$MNT" wb_writes_total
+	[ "$OUT" -eq "$w0" ] ||
+		t_fail "h: $((OUT - w0)) failed writes counted as writes"
+	for i in 1 2 3 4 5; do
+		expect 10 "check: open ENOENT" check "$d/bad$i" 4096 $((300 + i))
+	done
+	expect 30 "check: match" check "$d/s1" $((4096 + 100)) 201
+	[ "$(nlines "$log" "removed: its bytes could not be saved")" -eq \
+		$((nlog + 5)) ] || {
+		t_show "$log" 20
+		t_fail "h: not one log line per new file whose save failed"
+	}
+	t_log "h: 6 saves failed (5 queued behind a held one, written" \
+		"together): the 5 new files gone (logged), s1 kept its bytes"
 	expect 10 "setxattr: OK" setxattr "$MNT" user.kvfs.fault.wb_delay_ms 0
 	t_umount "$MNT"
 	t_mount "$DATA" "$MNT" -o "$NOCACHE"
